@@ -1,0 +1,39 @@
+// swift-tools-version:6.0
+// PhotoVault: an encrypted photo vault for Linux (FUSE + libsodium).
+// Layers, each testable without the one above it:
+//   C bridges (CSodium, CFuse, CSystemd) -> PhotoVaultCrypto -> PhotoVaultStore
+//   -> PhotoVaultFS / PhotoVaultLock -> PhotoVaultCLI -> photovault
+import PackageDescription
+
+let package = Package(
+    name: "PhotoVault",
+    products: [
+        .executable(name: "photovault", targets: ["photovault"]),
+    ],
+    targets: [
+        // 1. C bridges, found through pkg-config.
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // 2. Crypto: keys in secure memory, chunk AEAD, names, key wrapping. No file I/O.
+        .target(name: "PhotoVaultCrypto", dependencies: ["CSodium"]),
+        // 3. Store: on-disk layout, credentials, headers, names. No FUSE.
+        .target(name: "PhotoVaultStore", dependencies: ["PhotoVaultCrypto", "CSodium"]),
+        // 4. Filesystem: libfuse3 low-level adapter over the store.
+        .target(name: "PhotoVaultFS", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto", "CFuse"]),
+        // 5. Lock watching: D-Bus, signals, idle timer, control socket.
+        .target(name: "PhotoVaultLock", dependencies: ["CSystemd"]),
+        // 6. The command: argument parsing, help, and the commands themselves.
+        .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultCrypto"]),
+        .executableTarget(name: "photovault", dependencies: ["PhotoVaultCLI"]),
+
+        .testTarget(name: "PhotoVaultCryptoTests", dependencies: ["PhotoVaultCrypto"]),
+        .testTarget(name: "PhotoVaultStoreTests", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto"],
+                    resources: [.copy("Vectors")]),
+        .testTarget(name: "PhotoVaultLockTests", dependencies: ["PhotoVaultLock"]),
+        .testTarget(name: "PhotoVaultCLITests", dependencies: ["PhotoVaultCLI"]),
+        // Integration tests: drive the built `photovault` binary and real tools on a real mount.
+        .testTarget(name: "PhotoVaultFSTests", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

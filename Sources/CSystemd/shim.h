@@ -1,0 +1,5 @@
+#ifndef PHOTOVAULT_CSYSTEMD_SHIM_H
+#define PHOTOVAULT_CSYSTEMD_SHIM_H
+#include <systemd/sd-bus.h>
+#include <systemd/sd-login.h>
+#endif

@@ -1,0 +1,1 @@
+public enum PhotoVaultCLI { public static func main() { print("photovault: not yet") } }

@@ -1,0 +1,47 @@
+import CSodium
+
+/// Domain-separated subkeys from one master key (libsodium `crypto_kdf`, BLAKE2b).
+public enum SubkeyDerivation {
+    /// Derives a 32-byte subkey. `context` must be exactly 8 ASCII bytes.
+    public static func derive(from master: SecureBytes, id: UInt64, context: String) -> SecureBytes {
+        Sodium.ensureInitialised()
+        precondition(master.count == Int(crypto_kdf_KEYBYTES))
+        let ctx = Array(context.utf8)
+        precondition(ctx.count == Int(crypto_kdf_CONTEXTBYTES))
+        let out = SecureBytes(count: 32)
+        out.withUnsafeMutableBytes { o in
+            master.withUnsafeBytes { m in
+                ctx.withUnsafeBytes { c in
+                    _ = crypto_kdf_derive_from_key(o.baseAddress!.assumingMemoryBound(to: UInt8.self), 32, id,
+                                                   c.baseAddress!.assumingMemoryBound(to: CChar.self),
+                                                   m.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                }
+            }
+        }
+        return out
+    }
+}
+
+/// Keyed BLAKE2b (`crypto_generichash`).
+public enum KeyedHash {
+    public static func hash(key: UnsafeRawBufferPointer?, parts: [UnsafeRawBufferPointer], outputLength: Int) -> [UInt8] {
+        Sodium.ensureInitialised()
+        // crypto_generichash_state is 64-byte aligned and opaque to Swift: allocate it raw.
+        let stateSize = crypto_generichash_statebytes()
+        let raw = UnsafeMutableRawPointer.allocate(byteCount: stateSize, alignment: 64)
+        defer { sodium_memzero(raw, stateSize); raw.deallocate() }
+        let state = OpaquePointer(raw)
+        let k = key.map { $0.baseAddress!.assumingMemoryBound(to: UInt8.self) }
+        _ = crypto_generichash_init(state, k, key?.count ?? 0, outputLength)
+        for p in parts where p.count > 0 {
+            _ = crypto_generichash_update(state, p.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(p.count))
+        }
+        var out = [UInt8](repeating: 0, count: outputLength)
+        out.withUnsafeMutableBytes { _ = crypto_generichash_final(state, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), outputLength) }
+        return out
+    }
+
+    public static func hash(_ data: [UInt8], outputLength: Int = 32) -> [UInt8] {
+        data.withUnsafeBytes { hash(key: nil, parts: [$0], outputLength: outputLength) }
+    }
+}

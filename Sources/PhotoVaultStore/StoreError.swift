@@ -1,0 +1,96 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// Every failure of the store layer, each with the errno a filesystem reports for it and the
+/// exit code the `photovault` command ends with (documented in README and `--help`).
+public enum StoreError: Error, Equatable, CustomStringConvertible {
+    case emptyUsername
+    case emptyPassword
+    case passwordTooShort(minimum: Int)
+    case accountExists
+    case noSuchAccount
+    case wrongPassword
+    case storeNotInitialised(path: String)
+    case storeExists(path: String)
+    case corruptRecord(String)
+    case corruptStore(String)
+    case unknownVersion(found: Int, supported: Int)
+    case weakKDFParameters
+    case storeBusy
+    case wrongDevice
+    case integrity(path: String, detail: String)     // authentication failure of data
+    case locked                                      // class key forgotten
+    case notFound(String)
+    case exists(String)
+    case noSpace
+    case io(errno: Int32, context: String)
+    case invalidArgument(String)
+
+    public var errno: Int32 {
+        switch self {
+        case .integrity, .corruptRecord, .corruptStore, .unknownVersion: return EIO
+        case .locked, .wrongPassword, .wrongDevice: return EACCES
+        case .notFound, .noSuchAccount, .storeNotInitialised: return ENOENT
+        case .exists, .accountExists, .storeExists: return EEXIST
+        case .noSpace: return ENOSPC
+        case .storeBusy: return EBUSY
+        case .io(let e, _): return e
+        default: return EINVAL
+        }
+    }
+
+    /// Distinct exit codes; the table is in README.md and `photovault --help`.
+    public var exitCode: Int32 {
+        switch self {
+        case .storeNotInitialised: return 3
+        case .noSuchAccount: return 4
+        case .wrongPassword: return 5
+        case .accountExists: return 6
+        case .emptyUsername, .emptyPassword: return 7
+        case .passwordTooShort: return 8
+        case .corruptRecord, .corruptStore: return 9
+        case .unknownVersion: return 10
+        case .storeBusy: return 11
+        case .weakKDFParameters: return 12
+        case .wrongDevice: return 13
+        case .noSpace: return 19
+        case .exists, .storeExists: return 20
+        case .integrity: return 22
+        case .locked: return 23
+        case .notFound: return 24
+        case .invalidArgument: return 2
+        case .io: return 1
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .emptyUsername: return "the user name is empty"
+        case .emptyPassword: return "the password is empty"
+        case .passwordTooShort(let n): return "the password is too short: it needs at least \(n) characters"
+        case .accountExists: return "that account already exists in this store"
+        case .noSuchAccount: return "no such account in this store"
+        case .wrongPassword: return "wrong password"
+        case .storeNotInitialised(let p): return "no PhotoVault store at \(p) (run 'photovault init')"
+        case .storeExists(let p): return "a PhotoVault store already exists at \(p)"
+        case .corruptRecord(let d): return "the account record is corrupt: \(d)"
+        case .corruptStore(let d): return "the store is corrupt: \(d)"
+        case .unknownVersion(let f, let s): return "unknown format version \(f) (this photovault reads version \(s))"
+        case .weakKDFParameters: return "the account record's Argon2id cost is below the allowed floor (tampered record?)"
+        case .storeBusy: return "the store is locked by another photovault command; try again"
+        case .wrongDevice: return "this account is bound to another device (--this-device-only) or the device secret changed"
+        case .integrity(let p, let d): return "integrity check failed for \(p): \(d)"
+        case .locked: return "the vault is locked"
+        case .notFound(let p): return "not found: \(p)"
+        case .exists(let p): return "already exists: \(p) (use --force to overwrite)"
+        case .noSpace: return "no space left on the device holding the store"
+        case .io(let e, let c): return "\(c): \(String(cString: strerror(e)))"
+        case .invalidArgument(let d): return d
+        }
+    }
+
+    /// Wraps the current `errno` after a failed system call.
+    public static func posix(_ context: String, _ code: Int32 = Glibc.errno) -> StoreError {
+        code == ENOSPC || code == EDQUOT ? .noSpace : .io(errno: code, context: context)
+    }
+}

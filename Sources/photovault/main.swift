@@ -1,0 +1,2 @@
+import PhotoVaultCLI
+PhotoVaultCLI.main()
