@@ -15,12 +15,13 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CLinux"),   // Linux syscalls Glibc's module lacks (renameat2, O_PATH...)
         // 2. Crypto: keys in secure memory, chunk AEAD, names, key wrapping. No file I/O.
         .target(name: "PhotoVaultCrypto", dependencies: ["CSodium"]),
         // 3. Store: on-disk layout, credentials, headers, names. No FUSE.
-        .target(name: "PhotoVaultStore", dependencies: ["PhotoVaultCrypto", "CSodium"]),
+        .target(name: "PhotoVaultStore", dependencies: ["PhotoVaultCrypto", "CSodium", "CLinux"]),
         // 4. Filesystem: libfuse3 low-level adapter over the store.
-        .target(name: "PhotoVaultFS", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto", "CFuse"]),
+        .target(name: "PhotoVaultFS", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto", "CFuse", "CLinux"]),
         // 5. Lock watching: D-Bus, signals, idle timer, control socket.
         .target(name: "PhotoVaultLock", dependencies: ["CSystemd"]),
         // 6. The command: argument parsing, help, and the commands themselves.

@@ -1,1 +1,0 @@
-public enum PhotoVaultCLI { public static func main() { print("photovault: not yet") } }

@@ -1,0 +1,157 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// Crash-safe replacement of small files (credential records, store config, headers):
+/// write a temp file in the same directory, fsync it, rename over the target, fsync the
+/// directory. After a crash the target holds either the old or the new bytes, never a mix.
+public enum AtomicFile {
+    public static let tempPrefix = ".pvtmp-"
+
+    public static func write(_ bytes: [UInt8], to path: String, mode: mode_t = 0o600) throws {
+        let dir = StorePath.dirname(path)
+        let name = StorePath.basename(path)
+        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else { throw StoreError.posix("open \(dir)") }
+        defer { close(dfd) }
+        try write(bytes, in: dfd, name: name, mode: mode)
+    }
+
+    /// Same, relative to an open directory.
+    public static func write(_ bytes: [UInt8], in dirfd: Int32, name: String, mode: mode_t = 0o600) throws {
+        let tmp = tempPrefix + Base64Hex.random(8)
+        let fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw StoreError.posix("create temp file") }
+        var ok = false
+        defer {
+            if !ok { unlinkat(dirfd, tmp, 0) }
+        }
+        do {
+            try FileIO.writeAll(fd, bytes, offset: 0)
+            guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
+            close(fd)
+        } catch { close(fd); throw error }
+        guard renameat(dirfd, tmp, dirfd, name) == 0 else { throw StoreError.posix("rename \(name)") }
+        ok = true
+        _ = fsync(dirfd)
+    }
+
+    /// Creates a new file that must not exist yet (same crash safety; fails with `.exists`).
+    public static func create(_ bytes: [UInt8], in dirfd: Int32, name: String, mode: mode_t = 0o600) throws {
+        let tmp = tempPrefix + Base64Hex.random(8)
+        let fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw StoreError.posix("create temp file") }
+        defer { unlinkat(dirfd, tmp, 0) }
+        do {
+            try FileIO.writeAll(fd, bytes, offset: 0)
+            guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
+            close(fd)
+        } catch { close(fd); throw error }
+        // link() fails if the target exists: an atomic create-if-absent.
+        guard linkat(dirfd, tmp, dirfd, name, 0) == 0 else {
+            if errno == EEXIST { throw StoreError.exists(name) }
+            throw StoreError.posix("link \(name)")
+        }
+        _ = fsync(dirfd)
+    }
+}
+
+/// Raw, retrying file I/O helpers.
+public enum FileIO {
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], offset: Int64) throws {
+        try bytes.withUnsafeBytes { try writeAll(fd, $0.baseAddress, bytes.count, offset: offset) }
+    }
+
+    public static func writeAll(_ fd: Int32, _ buf: UnsafeRawPointer?, _ count: Int, offset: Int64) throws {
+        var done = 0
+        while done < count {
+            let n = pwrite(fd, buf! + done, count - done, Int(offset) + done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StoreError.posix("write")
+            }
+            done += n
+        }
+    }
+
+    /// Reads up to `count` bytes; returns fewer only at end of file.
+    public static func readFully(_ fd: Int32, _ buf: UnsafeMutableRawPointer, _ count: Int, offset: Int64) throws -> Int {
+        var done = 0
+        while done < count {
+            let n = pread(fd, buf + done, count - done, Int(offset) + done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StoreError.posix("read")
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    public static func readFile(_ path: String, limit: Int = 1 << 20) throws -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError.posix("open \(path)") }
+        defer { close(fd) }
+        return try readAll(fd, limit: limit)
+    }
+
+    public static func readFile(in dirfd: Int32, name: String, limit: Int = 1 << 20) throws -> [UInt8] {
+        let fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError.posix("open \(name)") }
+        defer { close(fd) }
+        return try readAll(fd, limit: limit)
+    }
+
+    public static func readAll(_ fd: Int32, limit: Int) throws -> [UInt8] {
+        var out = [UInt8]()
+        var buf = [UInt8](repeating: 0, count: 65536)
+        var off: Int64 = 0
+        while out.count <= limit {
+            let n = try buf.withUnsafeMutableBytes { try readFully(fd, $0.baseAddress!, $0.count, offset: off) }
+            out.append(contentsOf: buf[0..<n])
+            off += Int64(n)
+            if n < buf.count { break }
+        }
+        guard out.count <= limit else { throw StoreError.corruptStore("file larger than expected") }
+        return out
+    }
+}
+
+/// Path string helpers (no Foundation on the hot path).
+public enum StorePath {
+    public static func dirname(_ p: String) -> String {
+        guard let i = p.lastIndex(of: "/") else { return "." }
+        return i == p.startIndex ? "/" : String(p[..<i])
+    }
+    public static func basename(_ p: String) -> String {
+        guard let i = p.lastIndex(of: "/") else { return p }
+        return String(p[p.index(after: i)...])
+    }
+    public static func join(_ a: String, _ b: String) -> String {
+        a.hasSuffix("/") ? a + b : a + "/" + b
+    }
+}
+
+public enum Base64Hex {
+    public static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8](); out.reserveCapacity(bytes.count * 2)
+        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+    public static func unhex(_ s: String) -> [UInt8]? {
+        let u = Array(s.utf8)
+        guard u.count % 2 == 0 else { return nil }
+        func v(_ c: UInt8) -> UInt8? {
+            switch c { case 48...57: return c - 48; case 97...102: return c - 87; default: return nil }
+        }
+        var out = [UInt8]()
+        var i = 0
+        while i < u.count {
+            guard let h = v(u[i]), let l = v(u[i + 1]) else { return nil }
+            out.append(h << 4 | l); i += 2
+        }
+        return out
+    }
+    public static func random(_ n: Int) -> String { hex(SecureRandom.bytes(n)) }
+}

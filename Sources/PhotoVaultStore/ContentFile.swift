@@ -1,0 +1,324 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// Random-access plaintext I/O on one encrypted file (FORMAT.md, "File contents").
+///
+/// One instance per open file (the FUSE layer shares it between handles of an inode), with
+/// its own read-write lock: reads run in parallel, writes and truncates are exclusive because
+/// a partial chunk is read, modified and resealed. Each request costs one `pread` and/or one
+/// `pwrite` of the whole sealed range, whatever the number of chunks.
+/// Holes (writes past the end, truncate up) are filled with sealed zero chunks, so there is
+/// no unauthenticated "all-zero means hole" rule: every byte read back is authenticated.
+public final class ContentFile: @unchecked Sendable {
+    public let fd: Int32
+    public let layout: ChunkLayout
+    private let keyring: UserKeyring
+    private let classForNewHeader: ProtectionClass
+    private var rw = pthread_rwlock_t()
+    private(set) public var header: FileHeader?
+    private var chunks: ChunkCipher?
+    private var fileKey: SecureBytes?
+    /// Set when the file key was wiped by a lock: every later access fails with `.locked`.
+    private(set) public var keyForgotten = false
+    /// Best-effort plaintext path, for error messages and logs.
+    public var displayPath: String
+
+    /// Opens an existing file, unwrapping its key with the keyring. A 0-byte ciphertext file is
+    /// an empty file whose header is written on the first write, with `classForNewHeader`.
+    /// Takes ownership of `fd` (closed by `close()`); the fd must be open O_RDWR for writes.
+    public init(fd: Int32, layout: ChunkLayout, keyring: UserKeyring, classForNewHeader: ProtectionClass = .default,
+                displayPath: String = "") throws {
+        self.fd = fd
+        self.layout = layout
+        self.keyring = keyring
+        self.classForNewHeader = classForNewHeader
+        self.displayPath = displayPath
+        pthread_rwlock_init(&rw, nil)
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw StoreError.posix("fstat") }
+        if st.st_size > 0 {
+            var bytes = [UInt8](repeating: 0, count: FileHeader.size)
+            let n = try bytes.withUnsafeMutableBytes { try FileIO.readFully(fd, $0.baseAddress!, FileHeader.size, offset: 0) }
+            guard n == FileHeader.size else { throw StoreError.integrity(path: displayPath, detail: "header truncated") }
+            do {
+                let (h, key) = try FileHeader.decode(bytes, keyring: keyring)
+                guard h.cipher == layout.cipher else { throw StoreError.integrity(path: displayPath, detail: "header cipher differs from the store's") }
+                install(h, key)
+            } catch StoreError.integrity(_, let d) {
+                throw StoreError.integrity(path: displayPath, detail: d)
+            }
+        }
+    }
+
+    /// Creates the header of a new, empty file now (O_CREAT path).
+    public static func create(fd: Int32, layout: ChunkLayout, keyring: UserKeyring, protectionClass: ProtectionClass,
+                              displayPath: String = "") throws -> ContentFile {
+        let f = try ContentFile(fd: fd, layout: layout, keyring: keyring, classForNewHeader: protectionClass, displayPath: displayPath)
+        f.lockWrite(); defer { f.unlock() }
+        if f.header == nil { try f.writeNewHeader(protectionClass) }
+        return f
+    }
+
+    deinit {
+        fileKey?.wipe()
+        chunks?.wipe()
+        pthread_rwlock_destroy(&rw)
+    }
+
+    private func install(_ h: FileHeader, _ key: SecureBytes) {
+        header = h
+        fileKey = key
+        chunks = ChunkCipher(cipher: h.cipher, key: key, fileID: h.fileID)
+    }
+
+    private func writeNewHeader(_ c: ProtectionClass) throws {
+        let h = FileHeader(protectionClass: c, cipher: layout.cipher)
+        let key = SecureBytes(randomCount: 32)
+        let bytes: [UInt8]
+        do { bytes = try h.encode(fileKey: key, keyring: keyring) } catch { key.wipe(); throw StoreError.locked }
+        try FileIO.writeAll(fd, bytes, offset: 0)
+        install(h, key)
+    }
+
+    @inline(__always) private func lockRead() { pthread_rwlock_rdlock(&rw) }
+    @inline(__always) private func lockWrite() { pthread_rwlock_wrlock(&rw) }
+    @inline(__always) private func unlock() { pthread_rwlock_unlock(&rw) }
+
+    public var protectionClass: ProtectionClass { header?.protectionClass ?? classForNewHeader }
+
+    /// Closes the fd and wipes the key.
+    public func close() {
+        lockWrite(); defer { unlock() }
+        forgetKeyLocked()
+        _ = Glibc.close(fd)
+    }
+
+    /// Device lock for this file's class: the key is zeroed and every later read or write
+    /// fails with `.locked` (EACCES), open handles included.
+    public func forgetKey() {
+        lockWrite(); defer { unlock() }
+        forgetKeyLocked()
+        keyForgotten = true
+    }
+
+    private func forgetKeyLocked() {
+        chunks?.wipe()
+        fileKey?.wipe()
+        chunks = nil
+        fileKey = nil
+    }
+
+    private func ciphertextSize() throws -> UInt64 {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw StoreError.posix("fstat") }
+        return UInt64(st.st_size)
+    }
+
+    public func size() throws -> UInt64 {
+        lockRead(); defer { unlock() }
+        return try plaintextSizeLocked()
+    }
+
+    private func plaintextSizeLocked() throws -> UInt64 {
+        do { return try layout.plaintextSize(ciphertextSize: ciphertextSize()) }
+        catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: displayPath, detail: d) }
+    }
+
+    private func cipherForUse() throws -> ChunkCipher {
+        guard !keyForgotten, let c = chunks else { throw StoreError.locked }
+        return c
+    }
+
+    // MARK: read
+
+    /// Reads up to `count` bytes at `offset`; returns fewer only at end of file.
+    public func read(into out: UnsafeMutableRawPointer, count: Int, offset: UInt64) throws -> Int {
+        lockRead(); defer { unlock() }
+        let size = try plaintextSizeLocked()
+        if offset >= size || count == 0 { return 0 }
+        if header == nil { return 0 }
+        let cipher = try cipherForUse()
+        let end = min(size, offset + UInt64(count))
+        let cs = UInt64(layout.chunkSize)
+        let first = offset / cs
+        let last = (end - 1) / cs
+        let sealedStart = layout.sealedOffset(ofChunk: first)
+        let lastLen = Int(min(cs, size - last * cs))
+        let sealedLen = Int(last - first) * layout.sealedChunkSize + lastLen + layout.overhead
+        let buf = UnsafeMutableRawPointer.allocate(byteCount: sealedLen, alignment: 16)
+        defer { buf.deallocate() }
+        let got = try FileIO.readFully(fd, buf, sealedLen, offset: Int64(sealedStart))
+        guard got == sealedLen else { throw StoreError.integrity(path: displayPath, detail: "file shorter than its size") }
+        var scratch: UnsafeMutableRawPointer? = nil
+        defer { if let s = scratch { secureZero(UnsafeMutableRawBufferPointer(start: s, count: layout.chunkSize)); s.deallocate() } }
+        var produced = 0
+        var i = first
+        while i <= last {
+            let chunkStart = i * cs
+            let plainLen = Int(min(cs, size - chunkStart))
+            let sealed = buf + Int(i - first) * layout.sealedChunkSize
+            let from = max(offset, chunkStart)
+            let to = min(end, chunkStart + UInt64(plainLen))
+            do {
+                if from == chunkStart && to == chunkStart + UInt64(plainLen) {
+                    try cipher.open(index: i, sealed: sealed, sealedCount: plainLen + layout.overhead, into: out + produced)
+                } else {
+                    if scratch == nil { scratch = UnsafeMutableRawPointer.allocate(byteCount: layout.chunkSize, alignment: 16) }
+                    try cipher.open(index: i, sealed: sealed, sealedCount: plainLen + layout.overhead, into: scratch!)
+                    (out + produced).copyMemory(from: scratch! + Int(from - chunkStart), byteCount: Int(to - from))
+                }
+            } catch {
+                secureZero(UnsafeMutableRawBufferPointer(start: out, count: produced))
+                throw StoreError.integrity(path: displayPath, detail: "chunk \(i) failed authentication")
+            }
+            produced += Int(to - from)
+            i += 1
+        }
+        return produced
+    }
+
+    // MARK: write
+
+    /// Writes `count` bytes at `offset`. Writing past the end fills the gap with sealed zeros.
+    public func write(from data: UnsafeRawPointer, count: Int, offset: UInt64) throws -> Int {
+        if count == 0 { return 0 }
+        lockWrite(); defer { unlock() }
+        if header == nil && !keyForgotten { try writeNewHeader(classForNewHeader) }
+        try writeLocked(data: data, count: count, offset: offset)
+        return count
+    }
+
+    /// Truncates or extends to `newSize` plaintext bytes.
+    public func truncate(to newSize: UInt64) throws {
+        lockWrite(); defer { unlock() }
+        if header == nil && !keyForgotten {
+            if newSize == 0 { return }
+            try writeNewHeader(classForNewHeader)
+        }
+        let size = try plaintextSizeLocked()
+        if newSize == size { return }
+        if newSize > size {
+            try writeLocked(data: nil, count: 0, offset: newSize)
+            return
+        }
+        let cs = UInt64(layout.chunkSize)
+        let rem = newSize % cs
+        if rem == 0 {
+            guard ftruncate(fd, Int(layout.ciphertextSize(plaintextSize: newSize))) == 0 else { throw StoreError.posix("ftruncate") }
+            return
+        }
+        // Cut after the chunk that becomes the last one (the file stays valid if we crash
+        // here), then reseal that chunk shorter and cut to the final length.
+        let cipher = try cipherForUse()
+        let idx = newSize / cs
+        let oldLen = Int(min(cs, size - idx * cs))
+        guard ftruncate(fd, Int(layout.sealedOffset(ofChunk: idx)) + oldLen + layout.overhead) == 0 else { throw StoreError.posix("ftruncate") }
+        let sealed = UnsafeMutableRawPointer.allocate(byteCount: layout.sealedChunkSize, alignment: 16)
+        let plain = UnsafeMutableRawPointer.allocate(byteCount: layout.chunkSize, alignment: 16)
+        defer { secureZero(UnsafeMutableRawBufferPointer(start: plain, count: layout.chunkSize)); plain.deallocate(); sealed.deallocate() }
+        let n = try FileIO.readFully(fd, sealed, oldLen + layout.overhead, offset: Int64(layout.sealedOffset(ofChunk: idx)))
+        guard n == oldLen + layout.overhead else { throw StoreError.integrity(path: displayPath, detail: "file shorter than its size") }
+        do { try cipher.open(index: idx, sealed: sealed, sealedCount: n, into: plain) }
+        catch { throw StoreError.integrity(path: displayPath, detail: "chunk \(idx) failed authentication") }
+        let nonces = NonceSequence(cipher: layout.cipher)
+        withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { nb in
+            nonces.nonce(0, into: nb.baseAddress!)
+            cipher.seal(index: idx, plaintext: plain, count: Int(rem), nonce: nb.baseAddress!, into: sealed)
+        }
+        try FileIO.writeAll(fd, sealed, Int(rem) + layout.overhead, offset: Int64(layout.sealedOffset(ofChunk: idx)))
+        guard ftruncate(fd, Int(layout.ciphertextSize(plaintextSize: newSize))) == 0 else { throw StoreError.posix("ftruncate") }
+    }
+
+    /// Maximum chunks sealed per pwrite when filling large holes (bounds memory use).
+    private static let batchChunks: UInt64 = 64
+
+    /// Core write: the new plaintext range [offset, offset+count) (`data` may be nil with
+    /// count 0 to extend with zeros), plus zeros for any gap after the current end.
+    private func writeLocked(data: UnsafeRawPointer?, count: Int, offset: UInt64) throws {
+        let cipher = try cipherForUse()
+        let size = try plaintextSizeLocked()
+        let cs = UInt64(layout.chunkSize)
+        let start = min(offset, size)                 // first byte whose chunk changes
+        let writeEnd = offset + UInt64(count)
+        let newSize = max(size, writeEnd)
+        let end = max(writeEnd, min(size, writeEnd))  // last byte (exclusive) whose chunk changes
+        if end <= start { return }
+        var first = start / cs
+        let last = (end - 1) / cs
+        let plain = UnsafeMutableRawPointer.allocate(byteCount: layout.chunkSize, alignment: 16)
+        defer { secureZero(UnsafeMutableRawBufferPointer(start: plain, count: layout.chunkSize)); plain.deallocate() }
+        let oldSealed = UnsafeMutableRawPointer.allocate(byteCount: layout.sealedChunkSize, alignment: 16)
+        defer { oldSealed.deallocate() }
+        while first <= last {
+            let batchLast = min(last, first + ContentFile.batchChunks - 1)
+            let nChunks = Int(batchLast - first + 1)
+            let lastPlain = Int(min(cs, newSize - batchLast * cs))
+            let outLen = (nChunks - 1) * layout.sealedChunkSize + lastPlain + layout.overhead
+            let out = UnsafeMutableRawPointer.allocate(byteCount: outLen, alignment: 16)
+            defer { out.deallocate() }
+            let nonces = NonceSequence(cipher: layout.cipher)
+            var i = first
+            try withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { nb in
+                while i <= batchLast {
+                    let cStart = i * cs
+                    let cNewLen = Int(min(cs, newSize - cStart))
+                    let cOldLen = size > cStart ? Int(min(cs, size - cStart)) : 0
+                    // The part of this chunk covered by the caller's data.
+                    let dFrom = max(offset, cStart)
+                    let dTo = min(writeEnd, cStart + UInt64(cNewLen))
+                    let covered = dTo > dFrom ? Int(dTo - dFrom) : 0
+                    let fullyCovered = covered == cNewLen
+                    let src: UnsafeRawPointer
+                    if fullyCovered, let d = data {
+                        src = UnsafeRawPointer(d + Int(dFrom - offset))
+                    } else {
+                        // Start from the old contents (if any), zero the rest, lay the new data over.
+                        if cOldLen > 0 {
+                            let n = try FileIO.readFully(fd, oldSealed, cOldLen + layout.overhead, offset: Int64(layout.sealedOffset(ofChunk: i)))
+                            guard n == cOldLen + layout.overhead else { throw StoreError.integrity(path: displayPath, detail: "file shorter than its size") }
+                            do { try cipher.open(index: i, sealed: oldSealed, sealedCount: n, into: plain) }
+                            catch { throw StoreError.integrity(path: displayPath, detail: "chunk \(i) failed authentication") }
+                        }
+                        if cNewLen > cOldLen { (plain + cOldLen).initializeMemory(as: UInt8.self, repeating: 0, count: cNewLen - cOldLen) }
+                        if covered > 0, let d = data {
+                            (plain + Int(dFrom - cStart)).copyMemory(from: d + Int(dFrom - offset), byteCount: covered)
+                        }
+                        src = UnsafeRawPointer(plain)
+                    }
+                    nonces.nonce(Int(i - first), into: nb.baseAddress!)
+                    cipher.seal(index: i, plaintext: src, count: cNewLen, nonce: nb.baseAddress!,
+                                into: out + Int(i - first) * layout.sealedChunkSize)
+                    i += 1
+                }
+            }
+            try FileIO.writeAll(fd, out, outLen, offset: Int64(layout.sealedOffset(ofChunk: first)))
+            first = batchLast + 1
+        }
+    }
+
+    // MARK: protection class
+
+    /// Rewraps the file key under another class (no content is re-encrypted) and rewrites the
+    /// header in place with one 128-byte write at offset 0 followed by fsync (FORMAT.md,
+    /// "Crash safety").
+    public func setProtectionClass(_ c: ProtectionClass) throws {
+        lockWrite(); defer { unlock() }
+        guard !keyForgotten else { throw StoreError.locked }
+        guard var h = header, let key = fileKey else {
+            // Header not written yet: write it now with the requested class.
+            try writeNewHeader(c)
+            _ = fsync(fd)
+            return
+        }
+        if h.protectionClass == c { return }
+        h.protectionClass = c
+        let bytes = try h.encode(fileKey: key, keyring: keyring)
+        try FileIO.writeAll(fd, bytes, offset: 0)
+        guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
+        header = h
+    }
+
+    public func sync() throws {
+        guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
+    }
+}

@@ -1,0 +1,94 @@
+import Glibc
+import CLinux
+import PhotoVaultCrypto
+
+/// The `.pvdir` file inside every ciphertext directory (FORMAT.md, "Directories"):
+///
+///   0  4  magic "PVD" + version byte 0x01
+///   4 16  directory ID (random): the domain of every name encrypted in this directory
+///  20  1  default protection class for new files (1...4)
+///  21 16  BLAKE2b-128(key = metadata key, "PVdir\x01" || bytes 0..<21)
+///
+/// The ID is what lets a directory be renamed without re-encrypting its children's names
+/// (as gocryptfs's diriv); the MAC stops an attacker from weakening the default class.
+public struct DirectoryInfo: Sendable, Equatable {
+    public static let fileName = ".pvdir"
+    public static let size = 37
+    static let magic: [UInt8] = [0x50, 0x56, 0x44, 0x01]
+    static let macLabel: [UInt8] = Array("PVdir".utf8) + [1]
+
+    public var id: [UInt8]
+    public var defaultClass: ProtectionClass
+
+    public init(id: [UInt8] = SecureRandom.bytes(16), defaultClass: ProtectionClass = .default) {
+        self.id = id
+        self.defaultClass = defaultClass
+    }
+
+    public func encode(keyring: UserKeyring) -> [UInt8] {
+        var b = DirectoryInfo.magic + id + [defaultClass.rawValue]
+        b += DirectoryInfo.mac(b, keyring: keyring)
+        return b
+    }
+
+    static func mac(_ body: [UInt8], keyring: UserKeyring) -> [UInt8] {
+        keyring.metadataKey.withUnsafeBytes { k in
+            macLabel.withUnsafeBytes { l in body.withUnsafeBytes { b in KeyedHash.hash(key: k, parts: [l, b], outputLength: 16) } }
+        }
+    }
+
+    public static func decode(_ b: [UInt8], keyring: UserKeyring) throws -> DirectoryInfo {
+        guard b.count == size, Array(b[0..<3]) == Array(magic[0..<3]) else {
+            throw StoreError.integrity(path: "", detail: "directory ID file is damaged")
+        }
+        guard b[3] == magic[3] else { throw StoreError.unknownVersion(found: Int(b[3]), supported: Int(magic[3])) }
+        let body = Array(b[0..<21])
+        guard constantTimeEqual(mac(body, keyring: keyring), Array(b[21..<37])),
+              let c = ProtectionClass(rawValue: b[20]) else {
+            throw StoreError.integrity(path: "", detail: "directory ID file failed authentication")
+        }
+        return DirectoryInfo(id: Array(b[4..<20]), defaultClass: c)
+    }
+
+    /// Reads `.pvdir` of an open ciphertext directory.
+    public static func read(dirfd: Int32, keyring: UserKeyring) throws -> DirectoryInfo {
+        let fd = openat(dirfd, fileName, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { throw StoreError.integrity(path: "", detail: "directory ID file is missing") }
+            throw StoreError.posix("open \(fileName)")
+        }
+        defer { close(fd) }
+        var b = [UInt8](repeating: 0, count: size + 1)
+        let n = try b.withUnsafeMutableBytes { try FileIO.readFully(fd, $0.baseAddress!, size + 1, offset: 0) }
+        return try decode(Array(b[0..<n]), keyring: keyring)
+    }
+
+    /// Writes (or replaces) `.pvdir` crash-safely.
+    public func write(dirfd: Int32, keyring: UserKeyring) throws {
+        try AtomicFile.write(encode(keyring: keyring), in: dirfd, name: DirectoryInfo.fileName, mode: 0o400)
+    }
+
+    /// Creates a new ciphertext directory atomically: it is built under a temporary name,
+    /// given its `.pvdir`, then renamed to `entry`; a crash leaves only a `.pvtmp-` directory.
+    public static func makeDirectory(in parentfd: Int32, entry: String, mode: mode_t, defaultClass: ProtectionClass,
+                                     keyring: UserKeyring) throws -> DirectoryInfo {
+        let tmp = AtomicFile.tempPrefix + Base64Hex.random(8)
+        guard mkdirat(parentfd, tmp, mode | 0o300) == 0 else { throw StoreError.posix("mkdir") }
+        let info = DirectoryInfo(defaultClass: defaultClass)
+        do {
+            let dfd = openat(parentfd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard dfd >= 0 else { throw StoreError.posix("open new directory") }
+            defer { close(dfd) }
+            try info.write(dirfd: dfd, keyring: keyring)
+            if mode & 0o300 != 0o300 { _ = fchmod(dfd, mode) }
+            guard pv_renameat2(parentfd, tmp, parentfd, entry, UInt32(PV_RENAME_NOREPLACE)) == 0 else {
+                throw errno == EEXIST ? StoreError.exists(entry) : StoreError.posix("rename new directory")
+            }
+        } catch {
+            unlinkat(parentfd, StorePath.join(tmp, fileName), 0)
+            unlinkat(parentfd, tmp, AT_REMOVEDIR)
+            throw error
+        }
+        return info
+    }
+}

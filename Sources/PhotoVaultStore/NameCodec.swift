@@ -1,0 +1,135 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// How one plaintext name is stored in its ciphertext directory (FORMAT.md, "Names").
+public enum EncodedName: Equatable, Sendable {
+    /// base64url(SIV name), at most 255 bytes: the directory entry itself.
+    case short(String)
+    /// Too long for one entry: the entry is `~` + base64url(BLAKE2b-256(full)) and the full
+    /// encoded name is stored in the companion file `<entry>.name`.
+    case long(entry: String, full: String)
+
+    public var entry: String {
+        switch self { case .short(let s): return s; case .long(let e, _): return e }
+    }
+    public var companion: String? {
+        if case .long(let e, _) = self { return e + NameCodec.companionSuffix }
+        return nil
+    }
+}
+
+/// Encrypts and decrypts directory entry names with the account's name keys, bound to the
+/// directory ID (deterministic per directory, authenticated, filesystem-safe).
+public struct NameCodec: Sendable {
+    public static let maxEntryLength = 255
+    public static let longPrefix = "~"
+    public static let companionSuffix = ".name"
+    let names: NameCipher
+
+    public init(keyring: UserKeyring) { names = keyring.names }
+
+    public func encode(_ plain: [UInt8], in dir: DirectoryInfo) -> EncodedName {
+        let full = Base64URL.encode(names.seal(plain, domain: dir.id))
+        if full.utf8.count <= NameCodec.maxEntryLength { return .short(full) }
+        return .long(entry: NameCodec.longEntry(for: full), full: full)
+    }
+
+    static func longEntry(for full: String) -> String {
+        longPrefix + Base64URL.encode(KeyedHash.hash(Array(full.utf8), outputLength: 32))
+    }
+
+    /// Store-internal files that are never shown: `.pvdir`, temp files, long-name companions.
+    public static func isInternal(_ entry: String) -> Bool {
+        entry == DirectoryInfo.fileName || entry.hasPrefix(AtomicFile.tempPrefix)
+            || (entry.hasPrefix(longPrefix) && entry.hasSuffix(companionSuffix))
+            || entry == "." || entry == ".."
+    }
+
+    /// Decrypts one directory entry name. Throws `.integrity` for a name that fails
+    /// authentication, a long name whose companion is missing or does not match, or a name
+    /// that belongs to no known structure (e.g. a sync-conflict copy).
+    public func decode(entry: String, in dir: DirectoryInfo, dirfd: Int32) throws -> [UInt8] {
+        var full = entry
+        if entry.hasPrefix(NameCodec.longPrefix) {
+            let bytes: [UInt8]
+            do { bytes = try FileIO.readFile(in: dirfd, name: entry + NameCodec.companionSuffix, limit: 4096) }
+            catch { throw StoreError.integrity(path: entry, detail: "long-name companion file is missing") }
+            full = String(decoding: bytes, as: UTF8.self)
+            guard NameCodec.longEntry(for: full) == entry else {
+                throw StoreError.integrity(path: entry, detail: "long-name companion does not match its entry")
+            }
+        }
+        guard let sealed = Base64URL.decode(full) else {
+            throw StoreError.integrity(path: entry, detail: "not a PhotoVault name (foreign or conflict copy?)")
+        }
+        do { return try names.open(sealed, domain: dir.id) }
+        catch { throw StoreError.integrity(path: entry, detail: "name failed authentication") }
+    }
+
+    /// Creates the companion of a long name (before the entry itself is created).
+    public static func writeCompanion(_ name: EncodedName, in dirfd: Int32) throws {
+        guard case .long(let entry, let full) = name else { return }
+        try AtomicFile.write(Array(full.utf8), in: dirfd, name: entry + companionSuffix, mode: 0o400)
+    }
+
+    /// Removes the companion after the entry is gone (ignores a missing one).
+    public static func removeCompanion(_ name: EncodedName, in dirfd: Int32) {
+        if let c = name.companion { unlinkat(dirfd, c, 0) }
+    }
+
+    public static func removeCompanion(ofEntry entry: String, in dirfd: Int32) {
+        if entry.hasPrefix(longPrefix) { unlinkat(dirfd, entry + companionSuffix, 0) }
+    }
+}
+
+/// Symlink targets: base64url(XChaCha20-Poly1305(metadata key, target, ad = "PVlink\x01")).
+/// A target of up to about 3,000 bytes fits in Linux's 4,095-byte symlink limit.
+public enum LinkTarget {
+    static let ad: [UInt8] = Array("PVlink".utf8) + [1]
+    public static let maxPlainLength = 3000
+
+    public static func seal(_ target: [UInt8], keyring: UserKeyring) throws -> String {
+        guard target.count <= maxPlainLength else { throw StoreError.io(errno: ENAMETOOLONG, context: "symlink target") }
+        return Base64URL.encode(SecretBox.seal(target, key: keyring.metadataKey, ad: ad))
+    }
+
+    public static func open(_ stored: [UInt8], keyring: UserKeyring) throws -> [UInt8] {
+        guard let sealed = Base64URL.decode(stored) else { throw StoreError.integrity(path: "", detail: "symlink target is not PhotoVault data") }
+        do { return try SecretBox.open(sealed, key: keyring.metadataKey, ad: ad) }
+        catch { throw StoreError.integrity(path: "", detail: "symlink target failed authentication") }
+    }
+}
+
+/// Extended attributes: the name becomes `user.pv.` + base64url(SIV(name)) in a fixed
+/// xattr domain; the value is XChaCha20-Poly1305(metadata key, value, ad = stored name).
+public struct XattrCodec: Sendable {
+    public static let storedPrefix = "user.pv."
+    static let domain: [UInt8] = Array("PVxattr".utf8) + [UInt8](repeating: 0, count: 9)
+    let names: NameCipher
+    let key: SecureBytes
+
+    public init(keyring: UserKeyring) {
+        names = keyring.names
+        key = keyring.metadataKey
+    }
+
+    public func storedName(_ plain: [UInt8]) -> String {
+        XattrCodec.storedPrefix + Base64URL.encode(names.seal(plain, domain: XattrCodec.domain))
+    }
+
+    /// nil for attributes that are not ours (they are hidden).
+    public func plainName(_ stored: String) -> [UInt8]? {
+        guard stored.hasPrefix(XattrCodec.storedPrefix),
+              let sealed = Base64URL.decode(Array(stored.utf8.dropFirst(XattrCodec.storedPrefix.utf8.count))) else { return nil }
+        return try? names.open(sealed, domain: XattrCodec.domain)
+    }
+
+    public func sealValue(_ value: [UInt8], storedName: String) -> [UInt8] {
+        SecretBox.seal(value, key: key, ad: Array(storedName.utf8))
+    }
+
+    public func openValue(_ sealed: [UInt8], storedName: String) throws -> [UInt8] {
+        do { return try SecretBox.open(sealed, key: key, ad: Array(storedName.utf8)) }
+        catch { throw StoreError.integrity(path: "", detail: "extended attribute failed authentication") }
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import PhotoVaultCrypto
+
+/// `STORE/photovault.conf`: the store-wide parameters (FORMAT.md, "Store config").
+/// Not secret; tampering can only make data unreadable (every file is authenticated) and
+/// the KDF floor cannot be lowered below `Argon2Parameters.floor`.
+public struct StoreConfig: Equatable, Sendable {
+    public static let fileName = "photovault.conf"
+    public static let formatName = "photovault-store"
+    public static let currentVersion = 1
+    public static let defaultChunkSize = 65536
+
+    public var version: Int
+    public var storeID: [UInt8]                 // 16 random bytes; bound into every credential record
+    public var cipher: ContentCipher
+    public var chunkSize: Int
+    public var kdfFloor: Argon2Parameters       // minimum accepted for account records
+    public var accountNameSalt: [UInt8]         // 16 bytes: salt of the account-record file names
+    public var accountNameKDF: Argon2Parameters // Argon2id cost of an account-record file name
+
+    public init(cipher: ContentCipher = .preferred, chunkSize: Int = StoreConfig.defaultChunkSize) {
+        version = StoreConfig.currentVersion
+        storeID = SecureRandom.bytes(16)
+        self.cipher = cipher
+        self.chunkSize = chunkSize
+        kdfFloor = .floor
+        accountNameSalt = SecureRandom.bytes(16)
+        accountNameKDF = Argon2Parameters(opsLimit: 2, memLimit: 32 * 1024 * 1024)
+    }
+
+    public var layout: ChunkLayout { ChunkLayout(cipher: cipher, chunkSize: chunkSize) }
+
+    public static func isValidChunkSize(_ n: Int) -> Bool { n >= 4096 && n <= 1 << 20 && n % 4096 == 0 }
+
+    // MARK: encoding
+
+    private struct Wire: Codable {
+        var format: String
+        var version: Int
+        var storeID: String?
+        var cipher: String?
+        var chunkSize: Int?
+        var kdfFloor: Argon2Parameters?
+        var accountNameSalt: String?
+        var accountNameKDF: Argon2Parameters?
+    }
+
+    public func encoded() -> [UInt8] {
+        let w = Wire(format: StoreConfig.formatName, version: version, storeID: Base64URL.encode(storeID),
+                     cipher: cipher.name, chunkSize: chunkSize, kdfFloor: kdfFloor,
+                     accountNameSalt: Base64URL.encode(accountNameSalt), accountNameKDF: accountNameKDF)
+        let enc = JSONEncoder()
+        enc.outputFormatting = [.prettyPrinted, .sortedKeys]
+        return Array(try! enc.encode(w)) + [10]
+    }
+
+    /// Parses and validates. Unknown version, truncation and weakened KDF parameters are
+    /// distinct errors; nothing is ever rewritten here.
+    public static func decode(_ bytes: [UInt8]) throws -> StoreConfig {
+        guard let w = try? JSONDecoder().decode(Wire.self, from: Data(bytes)) else {
+            throw StoreError.corruptStore("\(fileName) is truncated or not valid JSON")
+        }
+        guard w.format == formatName else { throw StoreError.corruptStore("\(fileName) is not a PhotoVault store config") }
+        guard w.version == currentVersion else { throw StoreError.unknownVersion(found: w.version, supported: currentVersion) }
+        guard let idText = w.storeID, let id = Base64URL.decode(idText), id.count == 16,
+              let cipherName = w.cipher, let cipher = ContentCipher(name: cipherName),
+              let chunk = w.chunkSize, isValidChunkSize(chunk),
+              let floor = w.kdfFloor, let saltText = w.accountNameSalt,
+              let salt = Base64URL.decode(saltText), salt.count == 16, let nameKDF = w.accountNameKDF
+        else { throw StoreError.corruptStore("\(fileName) is missing fields or has invalid values") }
+        guard floor.isAtLeast(.floor), nameKDF.opsLimit >= 1, nameKDF.memLimit >= 8 * 1024 * 1024 else {
+            throw StoreError.weakKDFParameters
+        }
+        guard cipher.isAvailable else { throw StoreError.corruptStore("\(cipher.name) is not available on this CPU") }
+        var c = StoreConfig(cipher: cipher, chunkSize: chunk)
+        c.version = w.version
+        c.storeID = id
+        c.kdfFloor = floor
+        c.accountNameSalt = salt
+        c.accountNameKDF = nameKDF
+        return c
+    }
+}
+
+/// Where things live inside a store directory (FORMAT.md, "Store layout").
+public struct StoreLayout: Sendable {
+    public let root: String
+    public init(root: String) { self.root = root }
+
+    public var configPath: String { StorePath.join(root, StoreConfig.fileName) }
+    /// Credential records, one file per account, named by a salted Argon2id hash of the user name.
+    public var accountsDir: String { StorePath.join(root, "accounts") }
+    /// One directory per account, named by the account's random tree ID (hex).
+    public var usersDir: String { StorePath.join(root, "users") }
+    public func userTree(_ treeID: [UInt8]) -> String { StorePath.join(usersDir, Base64Hex.hex(treeID)) }
+
+    /// Creates an empty store: directories, then the config last (its presence marks a store).
+    public func initialise(config: StoreConfig) throws {
+        if access(configPath, F_OK) == 0 { throw StoreError.storeExists(path: root) }
+        for d in [root, accountsDir, usersDir] {
+            if mkdir(d, 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(d)") }
+        }
+        try AtomicFile.write(config.encoded(), to: configPath, mode: 0o600)
+    }
+
+    public func loadConfig() throws -> StoreConfig {
+        guard access(configPath, F_OK) == 0 else { throw StoreError.storeNotInitialised(path: root) }
+        return try StoreConfig.decode(FileIO.readFile(configPath, limit: 64 * 1024))
+    }
+}
