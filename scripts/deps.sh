@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages PhotoVault needs. Sourced by install.sh, test.sh and bench.sh.
+# Usage: scripts/deps.sh [runtime|test|bench]
+set -euo pipefail
+RUNTIME=(libfuse3-dev fuse3 libsodium-dev libsystemd-dev pkg-config)
+TEST=(dbus libglib2.0-bin python3-dbus rsync attr tar util-linux xxd)
+BENCH=(gocryptfs fio gcc)
+want=("${RUNTIME[@]}")
+case "${1:-runtime}" in
+  test) want+=("${TEST[@]}") ;;
+  bench) want+=("${TEST[@]}" "${BENCH[@]}") ;;
+esac
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
