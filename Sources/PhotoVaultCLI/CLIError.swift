@@ -1,0 +1,54 @@
+import Glibc
+
+/// Failures of the command layer itself (not of the store). Each has its own exit code in
+/// `ExitCodes.table`.
+public enum CLIError: Error, Equatable, CustomStringConvertible {
+    /// A command whose implementation has not been written yet.
+    case notImplemented(String)
+    case noFuseDevice
+    case mountpointNotEmptyDirectory(String)
+    case alreadyMounted(String)
+    case mountBusy(String)
+    case notMounted(String)
+    case fsckFoundDamage(problems: Int)
+    case passwordsDoNotMatch
+    case noTerminal
+    case passwordTooLong(maximum: Int)
+    case cannotReadPassword(source: String, errno: Int32)
+    case externalPasswordCommandFailed(status: Int32)
+    /// Any other failure, with a message for the user.
+    case failed(String)
+
+    public var exitCode: Int32 {
+        switch self {
+        case .noFuseDevice: return ExitCodes.noFuseDevice
+        case .mountpointNotEmptyDirectory: return ExitCodes.mountpointNotEmptyDirectory
+        case .alreadyMounted: return ExitCodes.alreadyMounted
+        case .mountBusy: return ExitCodes.mountBusy
+        case .notMounted: return ExitCodes.notMounted
+        case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
+        case .notImplemented, .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword,
+             .externalPasswordCommandFailed, .failed:
+            return ExitCodes.generic
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .notImplemented(let c): return "'\(c)' is not implemented yet"
+        case .noFuseDevice: return "/dev/fuse is missing: FUSE is not available on this system (modprobe fuse?)"
+        case .mountpointNotEmptyDirectory(let p): return "the mountpoint \(p) is not an empty directory"
+        case .alreadyMounted(let p): return "a vault is already mounted at \(p)"
+        case .mountBusy(let p): return "\(p) is busy: close the files open there and try again"
+        case .notMounted(let p): return "no vault is mounted at \(p)"
+        case .fsckFoundDamage(let n): return "fsck found \(n) problem\(n == 1 ? "" : "s")"
+        case .passwordsDoNotMatch: return "passwords do not match"
+        case .noTerminal:
+            return "no terminal to ask the password on; use --passfile, --password-stdin or --extpass"
+        case .passwordTooLong(let m): return "the password is longer than \(m) bytes"
+        case .cannotReadPassword(let s, let e): return "cannot read the password from \(s): \(String(cString: strerror(e)))"
+        case .externalPasswordCommandFailed(let st): return "the --extpass command failed (exit status \(st))"
+        case .failed(let m): return m
+        }
+    }
+}

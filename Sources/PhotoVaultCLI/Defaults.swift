@@ -1,0 +1,75 @@
+import Foundation
+import Glibc
+
+/// Default values that depend on the environment. The help text describes them in words
+/// (CommandSpec); these compute them.
+public enum Defaults {
+    /// `$PHOTOVAULT_STORE` if set and non-empty, else `${XDG_DATA_HOME:-$HOME/.local/share}/photovault/store`.
+    public static func storePath(environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let s = env["PHOTOVAULT_STORE"], !s.isEmpty { return s }
+        let data: String
+        if let x = env["XDG_DATA_HOME"], !x.isEmpty {
+            data = x
+        } else {
+            data = homeDirectory(environment: env) + "/.local/share"
+        }
+        return data + "/photovault/store"
+    }
+
+    /// `$HOME`, else the passwd entry's home directory.
+    public static func homeDirectory(environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let h = env["HOME"], !h.isEmpty { return h }
+        if let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir { return String(cString: dir) }
+        return "/"
+    }
+
+    /// The login name of the real user (`getpwuid(getuid())`), not `$USER`, which is easy to spoof
+    /// by accident (sudo, su) and would pick the wrong account.
+    public static func loginName() -> String? {
+        guard let pw = getpwuid(getuid()), let name = pw.pointee.pw_name else { return nil }
+        return String(cString: name)
+    }
+
+    public static func mountpoint(environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        homeDirectory(environment: env) + "/PhotoVault"
+    }
+
+    /// Parses "90", "90s", "10m", "1h", "1.5h" into seconds; nil if malformed or negative.
+    public static func parseDuration(_ text: String) -> Double? {
+        var digits = Substring(text)
+        var scale = 1.0
+        switch text.last {
+        case "s": digits = digits.dropLast()
+        case "m": digits = digits.dropLast(); scale = 60
+        case "h": digits = digits.dropLast(); scale = 3600
+        default: break
+        }
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isNumber || $0 == "." }),
+              let n = Double(digits), n >= 0 else { return nil }
+        return n * scale
+    }
+}
+
+extension ParsedArguments {
+    /// The --store value, else the default store path.
+    public var storePath: String { value("store") ?? Defaults.storePath() }
+
+    /// The account named by the USER argument or --user, else the login name.
+    public func userName() throws -> String {
+        if let u = argument("USER") ?? value("user") { return u }
+        guard let n = Defaults.loginName() else { throw CLIError.failed("cannot find your login name; give the user name") }
+        return n
+    }
+
+    /// The MOUNTPOINT argument, else ~/PhotoVault.
+    public var mountpoint: String { argument("MOUNTPOINT") ?? Defaults.mountpoint() }
+
+    /// A DURATION option in seconds; nil if absent; a usage error if malformed.
+    public func duration(_ long: String) throws -> Double? {
+        guard let text = value(long) else { return nil }
+        guard let d = Defaults.parseDuration(text) else {
+            throw usageError("invalid duration '\(text)' for '--\(long)' (examples: 90s, 10m, 1h)")
+        }
+        return d
+    }
+}

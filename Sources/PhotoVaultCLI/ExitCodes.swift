@@ -1,0 +1,52 @@
+import PhotoVaultStore
+
+/// One row of the exit-status table printed by `--help`, the man page and the README.
+public struct ExitCodeEntry: Equatable, Sendable {
+    public let code: Int32
+    public let meaning: String
+}
+
+public enum ExitCodes {
+    public static let success: Int32 = 0
+    public static let generic: Int32 = 1
+    public static let usage: Int32 = 2
+    public static let noFuseDevice: Int32 = 14
+    public static let mountpointNotEmptyDirectory: Int32 = 15
+    public static let alreadyMounted: Int32 = 16
+    public static let mountBusy: Int32 = 17
+    public static let notMounted: Int32 = 18
+    public static let fsckFoundDamage: Int32 = 21
+
+    /// Every code `photovault` can exit with, one meaning each: StoreError's codes (defined in
+    /// PhotoVaultStore) and the CLI's own. A test checks every StoreError and CLIError maps
+    /// into this table and that no code appears twice.
+    public static let table: [ExitCodeEntry] = [
+        ExitCodeEntry(code: success, meaning: "success"),
+        ExitCodeEntry(code: generic, meaning: "other failure (I/O error, command failed)"),
+        ExitCodeEntry(code: usage, meaning: "usage error: bad command line or invalid argument"),
+        ExitCodeEntry(code: 3, meaning: "no store at the --store path (run 'photovault init')"),
+        ExitCodeEntry(code: 4, meaning: "no such account"),
+        ExitCodeEntry(code: 5, meaning: "wrong password"),
+        ExitCodeEntry(code: 6, meaning: "the account already exists"),
+        ExitCodeEntry(code: 7, meaning: "empty user name or password"),
+        ExitCodeEntry(code: 8, meaning: "password too short"),
+        ExitCodeEntry(code: 9, meaning: "corrupt account record or store"),
+        ExitCodeEntry(code: 10, meaning: "unknown store format version"),
+        ExitCodeEntry(code: 11, meaning: "the store is busy (another photovault command holds it)"),
+        ExitCodeEntry(code: 12, meaning: "key-derivation cost below the allowed floor (tampered record?)"),
+        ExitCodeEntry(code: 13, meaning: "the account is bound to another device"),
+        ExitCodeEntry(code: noFuseDevice, meaning: "no /dev/fuse (FUSE not available)"),
+        ExitCodeEntry(code: mountpointNotEmptyDirectory, meaning: "the mountpoint is not an empty directory"),
+        ExitCodeEntry(code: alreadyMounted, meaning: "already mounted"),
+        ExitCodeEntry(code: mountBusy, meaning: "the mount is busy (files still open)"),
+        ExitCodeEntry(code: notMounted, meaning: "not mounted"),
+        ExitCodeEntry(code: 19, meaning: "no space left on the store's device"),
+        ExitCodeEntry(code: 20, meaning: "the file or store already exists (use --force)"),
+        ExitCodeEntry(code: fsckFoundDamage, meaning: "fsck found damage"),
+        ExitCodeEntry(code: 22, meaning: "integrity check failed (data modified or corrupt)"),
+        ExitCodeEntry(code: 23, meaning: "the vault is locked"),
+        ExitCodeEntry(code: 24, meaning: "not found"),
+    ]
+
+    public static func meaning(of code: Int32) -> String? { table.first { $0.code == code }?.meaning }
+}

@@ -1,0 +1,218 @@
+import Glibc
+import PhotoVaultCrypto
+import PhotoVaultStore
+
+/// Where one password comes from. Never argv, never the environment.
+public enum PasswordSource: Equatable, Sendable {
+    case file(String)
+    case standardInput
+    case command(String)
+    case terminal
+}
+
+/// Reads passwords (and recovery keys) straight into `SecureBytes`: the bytes never pass
+/// through a Swift `String` or a growable array, so no stray copies are left on the heap.
+public struct PasswordInput {
+    /// Longer input is refused rather than silently truncated.
+    public static let maximumLength = 4096
+
+    /// Injectable for tests; real use reads fd 0 and /dev/tty.
+    var standardInputFD: Int32 = 0
+    var terminalPath = "/dev/tty"
+
+    public init() {}
+
+    init(standardInputFD: Int32, terminalPath: String) {
+        self.standardInputFD = standardInputFD
+        self.terminalPath = terminalPath
+    }
+
+    /// The one source named by --passfile, --password-stdin or --extpass; `.terminal` if none.
+    public static func source(_ args: ParsedArguments) throws -> PasswordSource {
+        var given: [(String, PasswordSource)] = []
+        if let f = args.value("passfile") { given.append(("--passfile", .file(f))) }
+        if args.flag("password-stdin") { given.append(("--password-stdin", .standardInput)) }
+        if let c = args.value("extpass") { given.append(("--extpass", .command(c))) }
+        guard given.count <= 1 else {
+            throw args.usageError("give only one password source, not \(given.map(\.0).joined(separator: " and "))")
+        }
+        return given.first?.1 ?? .terminal
+    }
+
+    /// The account password. `confirm` asks twice when it comes from the terminal (creating
+    /// an account); other sources cannot mistype, so they are read once.
+    public func password(_ args: ParsedArguments, confirm: Bool = false,
+                         prompt: String = "Password: ") throws -> SecureBytes {
+        try read(from: Self.source(args), confirm: confirm, prompt: prompt)
+    }
+
+    /// A new password: `--new-passfile FILE`, else asked twice on the terminal.
+    public func newPassword(_ args: ParsedArguments, prompt: String = "New password: ") throws -> SecureBytes {
+        if let f = args.value("new-passfile") { return try read(from: .file(f), confirm: false, prompt: prompt) }
+        return try read(from: .terminal, confirm: true, prompt: prompt)
+    }
+
+    /// The recovery key: `--recovery-key-file FILE`, else asked on the terminal without echo.
+    public func recoveryKey(_ args: ParsedArguments, prompt: String = "Recovery key: ") throws -> SecureBytes {
+        if let f = args.value("recovery-key-file") { return try read(from: .file(f), confirm: false, prompt: prompt) }
+        return try read(from: .terminal, confirm: false, prompt: prompt)
+    }
+
+    public func read(from source: PasswordSource, confirm: Bool, prompt: String) throws -> SecureBytes {
+        switch source {
+        case .file(let path):
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw CLIError.cannotReadPassword(source: path, errno: errno) }
+            defer { close(fd) }
+            return try readFirstLine(fd, what: path)
+        case .standardInput:
+            return try readFirstLine(standardInputFD, what: "standard input")
+        case .command(let command):
+            return try runExternal(command)
+        case .terminal:
+            let first = try readFromTerminal(prompt: prompt)
+            guard confirm else { return first }
+            let second = try readFromTerminal(prompt: "Retype " + prompt.prefix(1).lowercased() + prompt.dropFirst())
+            defer { second.wipe() }
+            guard Self.equal(first, second) else {
+                first.wipe()
+                throw CLIError.passwordsDoNotMatch
+            }
+            return first
+        }
+    }
+
+    /// Constant-time comparison, so a mismatch check leaks nothing about where they differ.
+    static func equal(_ a: SecureBytes, _ b: SecureBytes) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBytes { pa in
+            b.withUnsafeBytes { pb in
+                var diff: UInt8 = 0
+                for i in 0..<pa.count { diff |= pa[i] ^ pb[i] }
+                return diff == 0
+            }
+        }
+    }
+
+    /// Reads up to the first newline, one byte at a time so nothing after the line is
+    /// consumed (stdin may carry more data). Strips "\n" or "\r\n".
+    func readFirstLine(_ fd: Int32, what: String) throws -> SecureBytes {
+        let buffer = SecureBytes(count: Self.maximumLength + 1)
+        defer { buffer.wipe() }
+        var n = 0
+        try buffer.withUnsafeMutableBytes { p in
+            let base = p.baseAddress!
+            while n < p.count {
+                let r = Glibc.read(fd, base + n, 1)
+                if r < 0 {
+                    if errno == EINTR { continue }
+                    throw CLIError.cannotReadPassword(source: what, errno: errno)
+                }
+                if r == 0 || p[n] == 0x0A { p[n] = 0; break }
+                n += 1
+            }
+        }
+        guard n <= Self.maximumLength else { throw CLIError.passwordTooLong(maximum: Self.maximumLength) }
+        if n > 0 && buffer.withUnsafeBytes({ $0[n - 1] }) == 0x0D { n -= 1 }
+        guard n > 0 else { throw StoreError.emptyPassword }
+        return buffer.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+    }
+
+    /// `--extpass CMD`: runs `/bin/sh -c CMD` with stdin and stderr inherited (so a pinentry
+    /// can talk to the user) and takes the first line of its stdout.
+    func runExternal(_ command: String) throws -> SecureBytes {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw CLIError.cannotReadPassword(source: "--extpass", errno: errno) }
+        // Close-on-exec so the command inherits only its dup'ed stdout, not our read end.
+        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)   // dup2 clears O_CLOEXEC on fd 1
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("sh"), strdup("-c"), strdup(command), nil]
+        defer { for a in argv { free(a) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ)
+        close(fds[1])
+        guard rc == 0 else {
+            close(fds[0])
+            throw CLIError.cannotReadPassword(source: "--extpass", errno: rc)
+        }
+        let line = Result { try readFirstLine(fds[0], what: "the --extpass command") }
+        // Drain the rest so the command does not die of SIGPIPE, zeroing what we read.
+        var scratch = [UInt8](repeating: 0, count: 512)
+        while true {
+            let r = Glibc.read(fds[0], &scratch, scratch.count)
+            if r > 0 { continue }
+            if r < 0 && errno == EINTR { continue }
+            break
+        }
+        for i in scratch.indices { scratch[i] = 0 }
+        close(fds[0])
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let exited = (status & 0x7f) == 0
+        let code = exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        guard code == 0 else {
+            if case .success(let s) = line { s.wipe() }
+            throw CLIError.externalPasswordCommandFailed(status: code)
+        }
+        return try line.get()
+    }
+
+    /// Prompts on the terminal with echo off (ECHONL keeps the newline visible). The saved
+    /// terminal state is restored on return, on error, and on SIGINT/SIGTERM/SIGQUIT/SIGHUP.
+    func readFromTerminal(prompt: String) throws -> SecureBytes {
+        let fd = open(terminalPath, O_RDWR | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else { throw CLIError.noTerminal }
+        defer { close(fd) }
+        var saved = termios()
+        let isTerminal = tcgetattr(fd, &saved) == 0
+        if isTerminal {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            quiet.c_lflag |= tcflag_t(ECHONL)
+            TerminalRestore.arm(fd: fd, state: saved)
+            // Echo goes off before the prompt appears, so nothing typed after it is echoed
+            // (and TCSAFLUSH only drops what was typed before the prompt).
+            _ = tcsetattr(fd, TCSAFLUSH, &quiet)
+        }
+        _ = prompt.withCString { write(fd, $0, strlen($0)) }
+        defer {
+            if isTerminal {
+                _ = tcsetattr(fd, TCSAFLUSH, &saved)
+                TerminalRestore.disarm()
+            }
+        }
+        return try readFirstLine(fd, what: "the terminal")
+    }
+}
+
+/// Signal-time terminal restore. Globals because a C signal handler cannot capture; only
+/// async-signal-safe calls (tcsetattr, signal, raise) run in the handler.
+nonisolated(unsafe) private var restoreFD: Int32 = -1
+nonisolated(unsafe) private var restoreState = termios()
+nonisolated(unsafe) private var previousHandlers: [Int32: __sighandler_t?] = [:]
+
+private func restoreTerminalAndDie(_ sig: Int32) {
+    if restoreFD >= 0 { _ = tcsetattr(restoreFD, TCSANOW, &restoreState) }
+    signal(sig, SIG_DFL)
+    raise(sig)
+}
+
+enum TerminalRestore {
+    static let signals: [Int32] = [SIGINT, SIGTERM, SIGQUIT, SIGHUP]
+
+    static func arm(fd: Int32, state: termios) {
+        restoreState = state
+        restoreFD = fd
+        for s in signals { previousHandlers[s] = signal(s, restoreTerminalAndDie) }
+    }
+
+    static func disarm() {
+        for s in signals { signal(s, previousHandlers[s] ?? SIG_DFL) }
+        previousHandlers = [:]
+        restoreFD = -1
+    }
+}
