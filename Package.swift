@@ -25,7 +25,7 @@ let package = Package(
         // 5. Lock watching: D-Bus, signals, idle timer, control socket.
         .target(name: "PhotoVaultLock", dependencies: ["CSystemd"]),
         // 6. The command: argument parsing, help, and the commands themselves.
-        .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultCrypto"]),
+        .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultCrypto", "CLinux"]),
         .executableTarget(name: "photovault", dependencies: ["PhotoVaultCLI"]),
 
         .testTarget(name: "PhotoVaultCryptoTests", dependencies: ["PhotoVaultCrypto"]),
@@ -34,7 +34,9 @@ let package = Package(
         .testTarget(name: "PhotoVaultLockTests", dependencies: ["PhotoVaultLock"]),
         .testTarget(name: "PhotoVaultCLITests", dependencies: ["PhotoVaultCLI"]),
         // Integration tests: drive the built `photovault` binary and real tools on a real mount.
-        .testTarget(name: "PhotoVaultFSTests", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto"]),
+        .testTarget(name: "PhotoVaultFSTests", dependencies: ["PhotoVaultFS", "PhotoVaultStore", "PhotoVaultCrypto"]),
+        // End-to-end: the built `photovault` binary, real mounts, real tools, a private D-Bus.
+        .testTarget(name: "PhotoVaultIntegrationTests", dependencies: ["photovault"]),
     ],
     swiftLanguageModes: [.v5]
 )

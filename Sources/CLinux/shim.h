@@ -13,6 +13,10 @@
 #include <sys/prctl.h>
 #include <sys/ioctl.h>
 #include <linux/fs.h>
+#include <syslog.h>
+
+/* syslog is variadic: log one preformatted string. */
+static inline void pv_syslog(int priority, const char *msg) { syslog(priority, "%s", msg); }
 
 #define PV_RENAME_NOREPLACE 1
 #define PV_RENAME_EXCHANGE 2
