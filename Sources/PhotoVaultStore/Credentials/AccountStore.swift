@@ -1,0 +1,284 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// The store's credential records: create, unlock, change and remove accounts
+/// (CREDENTIALS.md). Value type; every call re-reads what it needs from disk, so several
+/// instances (threads or processes) can work on one store, with mutations serialised by
+/// `AccountsLock`.
+public struct AccountStore {
+    public let layout: StoreLayout
+    public let config: StoreConfig
+    /// How long a mutation waits for another one to finish before `.storeBusy`.
+    public var lockTimeout: Double = 10
+    public var throttle = LoginThrottle()
+
+    /// Loads and validates the store config (`.storeNotInitialised`, `.corruptStore`, ...).
+    public init(layout: StoreLayout) throws {
+        self.layout = layout
+        config = try layout.loadConfig()
+        var st = stat()
+        guard stat(layout.accountsDir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw StoreError.corruptStore("missing directory \(layout.accountsDir)")
+        }
+    }
+
+    // MARK: queries
+
+    /// Number of accounts (record files); needs no password.
+    public func count() throws -> Int {
+        guard let dir = opendir(layout.accountsDir) else { throw StoreError.posix("opendir \(layout.accountsDir)") }
+        defer { closedir(dir) }
+        var n = 0
+        while let e = readdir(dir) {
+            let name = withUnsafePointer(to: e.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if AccountName.isRecordFileName(name) { n += 1 }
+        }
+        return n
+    }
+
+    /// Whether an account of that name exists; needs no password (one Argon2id of the name).
+    public func exists(user: String) throws -> Bool {
+        let name = try AccountName.derive(user: user, config: config)
+        return access(recordPath(name), F_OK) == 0
+    }
+
+    // MARK: add
+
+    /// Creates an account and its (empty) tree; returns the recovery key, to show once.
+    /// `deviceBound`: the account opens only with this machine's device secret.
+    public func add(user: String, password: SecureBytes, deviceBound: Bool,
+                    parameters: Argon2Parameters = .standard) throws -> RecoveryKey {
+        // Cheap checks first, so a bad argument does not cost an Argon2id.
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        try PasswordPolicy.check(password)
+        try AccountRecord.checkCost(parameters, floor: config.kdfFloor)
+        let name = try AccountName.derive(user: user, config: config)
+        // Cheap early answer; re-checked under the lock.
+        if access(recordPath(name), F_OK) == 0 { throw StoreError.accountExists }
+
+        let device = deviceBound ? try DeviceSecret.loadOrCreate(at: DeviceSecret.path()) : nil
+        defer { device?.wipe() }
+        var record = AccountRecord(kdf: parameters, salt: SecureRandom.bytes(AccountRecord.saltSize),
+                                   deviceBound: deviceBound, deviceID: device.map { DeviceSecret.id(of: $0) })
+        let recovery = RecoveryKey()
+        // The expensive part (Argon2id) runs before taking the lock.
+        let kekPassword = try passwordKEK(password, record: record, device: device)
+        defer { kekPassword.wipe() }
+        let kekRecovery = recoveryKEK(recovery, device: device)
+        defer { kekRecovery.wipe() }
+        let masterKey = SecureBytes(randomCount: AccountPayload.masterKeySize)
+        defer { masterKey.wipe() }
+
+        try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
+            if access(recordPath(name), F_OK) == 0 { throw StoreError.accountExists }
+            var treeID = SecureRandom.bytes(AccountPayload.treeIDSize)
+            while access(layout.userTree(treeID), F_OK) == 0 { treeID = SecureRandom.bytes(AccountPayload.treeIDSize) }
+            let payload = AccountPayload.make(masterKey: masterKey, treeID: treeID)
+            defer { payload.wipe() }
+            record.passwordSlot = SecretBox.wrap(payload, under: kekPassword,
+                                                 ad: record.passwordSlotAD(storeID: config.storeID, fileName: name.recordFileName))
+            record.recoverySlot = SecretBox.wrap(payload, under: kekRecovery,
+                                                 ad: record.recoverySlotAD(storeID: config.storeID, fileName: name.recordFileName))
+            // Tree first, record last: a crash in between leaves an empty tree that nothing
+            // points to, never a record whose tree is missing.
+            let treePath = layout.userTree(treeID)
+            let keyring = UserKeyring(masterKey: masterKey)
+            defer { keyring.wipeAll() }
+            try UserTree.initialiseRoot(at: treePath, keyring: keyring)
+            do {
+                try withAccountsDir { try AtomicFile.create(record.encoded(), in: $0, name: name.recordFileName) }
+            } catch {
+                try? TreeRemoval.removeRecursively(treePath)
+                if case StoreError.exists = error { throw StoreError.accountExists }
+                throw error
+            }
+        }
+        return recovery
+    }
+
+    // MARK: open
+
+    /// Unlocks an account with its password. Waits first if earlier attempts failed
+    /// (`throttle`). The caller wipes the returned master key.
+    public func open(user: String, password: SecureBytes) throws -> OpenedAccount {
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        guard PasswordPolicy.codePoints(password) > 0 else { throw StoreError.emptyPassword }
+        let name = try AccountName.derive(user: user, config: config)
+        let record = try loadRecord(name)
+        let payload = try unlockPasswordSlot(record, name: name, password: password)
+        defer { payload.wipe() }
+        let (mk, treeID) = try AccountPayload.split(payload)
+        return OpenedAccount(treeID: treeID, masterKey: mk, treePath: layout.userTree(treeID))
+    }
+
+    // MARK: password change
+
+    /// Rewraps the master key under a new password (new salt). The master key, tree ID,
+    /// every derived key and the recovery key stay the same. `parameters` defaults to the
+    /// record's current cost (raised to `.standard` if it no longer meets the floor).
+    public func changePassword(user: String, old: SecureBytes, new: SecureBytes,
+                               parameters: Argon2Parameters? = nil) throws {
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        guard PasswordPolicy.codePoints(old) > 0 else { throw StoreError.emptyPassword }
+        try PasswordPolicy.check(new)
+        let name = try AccountName.derive(user: user, config: config)
+        try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
+            let record = try loadRecord(name)
+            let payload = try unlockPasswordSlot(record, name: name, password: old)
+            defer { payload.wipe() }
+            try rewrapPasswordSlot(record, name: name, payload: payload, password: new, parameters: parameters)
+        }
+    }
+
+    /// Lost password: unwraps with the recovery key and sets a new password. The recovery key
+    /// keeps working afterwards. A device-bound account can only be reset on its device.
+    /// A mistyped or foreign recovery key → `.invalidArgument` (with a message saying which).
+    public func resetPassword(user: String, recoveryKey: String, new: SecureBytes,
+                              parameters: Argon2Parameters? = nil) throws {
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        try PasswordPolicy.check(new)
+        let key = try RecoveryKey.parse(recoveryKey)
+        defer { key.wipe() }
+        let name = try AccountName.derive(user: user, config: config)
+        try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
+            let record = try loadRecord(name)
+            let device = try deviceSecret(for: record)
+            defer { device?.wipe() }
+            let kek = recoveryKEK(key, device: device)
+            defer { kek.wipe() }
+            let payload: SecureBytes
+            do {
+                payload = try SecretBox.unwrap(record.recoverySlot, under: kek,
+                                               ad: record.recoverySlotAD(storeID: config.storeID, fileName: name.recordFileName))
+            } catch {
+                throw StoreError.invalidArgument("that recovery key does not open this account")
+            }
+            defer { payload.wipe() }
+            try rewrapPasswordSlot(record, name: name, payload: payload, password: new, parameters: parameters)
+            throttle.recordSuccess(accountsDir: layout.accountsDir, name: name)
+        }
+    }
+
+    // MARK: remove
+
+    /// Removes the account (its record; with `deletePhotos` also its whole tree). Requires
+    /// the password. The record goes first, so the account disappears atomically; a crash
+    /// before the tree is gone leaves ciphertext nothing can open any more.
+    public func remove(user: String, password: SecureBytes, deletePhotos: Bool) throws {
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        guard PasswordPolicy.codePoints(password) > 0 else { throw StoreError.emptyPassword }
+        let name = try AccountName.derive(user: user, config: config)
+        try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
+            let record = try loadRecord(name)
+            let payload = try unlockPasswordSlot(record, name: name, password: password)
+            defer { payload.wipe() }
+            let (mk, treeID) = try AccountPayload.split(payload)
+            mk.wipe()
+            try withAccountsDir { dfd in
+                guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
+                unlinkat(dfd, name.throttleFileName, 0)
+                _ = fsync(dfd)
+            }
+            if deletePhotos { try TreeRemoval.removeRecursively(layout.userTree(treeID)) }
+        }
+    }
+
+    // MARK: internals
+
+    func recordPath(_ name: AccountName) -> String { StorePath.join(layout.accountsDir, name.recordFileName) }
+
+    private func withAccountsDir<R>(_ body: (Int32) throws -> R) throws -> R {
+        let dfd = Glibc.open(layout.accountsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else { throw StoreError.posix("open \(layout.accountsDir)") }
+        defer { close(dfd) }
+        return try body(dfd)
+    }
+
+    func loadRecord(_ name: AccountName) throws -> AccountRecord {
+        let fd = Glibc.open(recordPath(name), O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { throw StoreError.noSuchAccount }
+            throw StoreError.posix("open account record")
+        }
+        defer { close(fd) }
+        let bytes: [UInt8]
+        do { bytes = try FileIO.readAll(fd, limit: AccountRecord.maximumFileSize) }
+        catch StoreError.corruptStore { throw StoreError.corruptRecord("larger than \(AccountRecord.maximumFileSize) bytes") }
+        return try AccountRecord.decode(bytes)
+    }
+
+    /// The device secret a record needs, or nil if it is not device-bound. Never creates the
+    /// secret: a bound record with no secret on this machine, or with another one, was
+    /// bound on another device → `.wrongDevice` (told apart by the stored device ID).
+    func deviceSecret(for record: AccountRecord) throws -> SecureBytes? {
+        guard record.deviceBound else { return nil }
+        guard let secret = try DeviceSecret.load(at: DeviceSecret.path()) else { throw StoreError.wrongDevice }
+        guard let want = record.deviceID, constantTimeEqual(DeviceSecret.id(of: secret), want) else {
+            secret.wipe()
+            throw StoreError.wrongDevice
+        }
+        return secret
+    }
+
+    /// Floor check, device check, throttle wait, Argon2id, unwrap. Returns the payload.
+    private func unlockPasswordSlot(_ record: AccountRecord, name: AccountName, password: SecureBytes) throws -> SecureBytes {
+        try AccountRecord.checkCost(record.kdf, floor: config.kdfFloor)
+        let device = try deviceSecret(for: record)
+        defer { device?.wipe() }
+        throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)
+        let kek = try passwordKEK(password, record: record, device: device)
+        defer { kek.wipe() }
+        do {
+            let payload = try SecretBox.unwrap(record.passwordSlot, under: kek,
+                                               ad: record.passwordSlotAD(storeID: config.storeID, fileName: name.recordFileName))
+            throttle.recordSuccess(accountsDir: layout.accountsDir, name: name)
+            return payload
+        } catch {
+            // Wrong password, or a record edited/renamed/copied: the AEAD cannot tell which.
+            throttle.recordFailure(accountsDir: layout.accountsDir, name: name)
+            throw StoreError.wrongPassword
+        }
+    }
+
+    private func rewrapPasswordSlot(_ old: AccountRecord, name: AccountName, payload: SecureBytes,
+                                    password: SecureBytes, parameters: Argon2Parameters?) throws {
+        let cost: Argon2Parameters
+        if let p = parameters {
+            try AccountRecord.checkCost(p, floor: config.kdfFloor)
+            cost = p
+        } else if (try? AccountRecord.checkCost(old.kdf, floor: config.kdfFloor)) != nil {
+            cost = old.kdf
+        } else {
+            cost = Argon2Parameters.standard.isAtLeast(config.kdfFloor) ? .standard : config.kdfFloor
+        }
+        var record = old
+        record.kdf = cost
+        record.salt = SecureRandom.bytes(AccountRecord.saltSize)
+        let device = try deviceSecret(for: record)
+        defer { device?.wipe() }
+        let kek = try passwordKEK(password, record: record, device: device)
+        defer { kek.wipe() }
+        record.passwordSlot = SecretBox.wrap(payload, under: kek,
+                                             ad: record.passwordSlotAD(storeID: config.storeID, fileName: name.recordFileName))
+        try withAccountsDir { try AtomicFile.write(record.encoded(), in: $0, name: name.recordFileName, mode: 0o600) }
+    }
+
+    /// KEK_pw = Argon2id(password, salt, cost), then bound to the device secret if any.
+    private func passwordKEK(_ password: SecureBytes, record: AccountRecord, device: SecureBytes?) throws -> SecureBytes {
+        let kek: SecureBytes
+        do { kek = try PasswordKDF.derive(password: password, salt: record.salt, parameters: record.kdf) }
+        catch { throw StoreError.io(errno: ENOMEM, context: "Argon2id (\(record.kdf.memLimit >> 20) MiB) failed: \(error)") }
+        guard let d = device else { return kek }
+        defer { kek.wipe() }
+        return DeviceSecret.bind(kek, to: d)
+    }
+
+    private func recoveryKEK(_ key: RecoveryKey, device: SecureBytes?) -> SecureBytes {
+        let kek = key.keyEncryptionKey()
+        guard let d = device else { return kek }
+        defer { kek.wipe() }
+        return DeviceSecret.bind(kek, to: d)
+    }
+}

@@ -1,0 +1,113 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// The per-device secret that `--this-device-only` accounts mix into their key-encryption
+/// keys (CREDENTIALS.md, "Device binding"): 32 random bytes in a 0600 file outside the
+/// store, created on first use. A copy of the store alone cannot be opened for such
+/// accounts, even with the password.
+public enum DeviceSecret {
+    public static let size = 32
+    /// Names a *path* (never a secret); lets tests and admins point at another device secret.
+    public static let pathVariable = "PHOTOVAULT_DEVICE_SECRET"
+    public static let systemPath = "/var/lib/photovault/device-secret"
+
+    /// `$PHOTOVAULT_DEVICE_SECRET` if set; else the system path for root, else
+    /// `${XDG_CONFIG_HOME:-~/.config}/photovault/device-secret`.
+    public static func path() -> String {
+        if let p = env(pathVariable) { return p }
+        if geteuid() == 0 { return systemPath }
+        let config = env("XDG_CONFIG_HOME") ?? StorePath.join(home(), ".config")
+        return StorePath.join(StorePath.join(config, "photovault"), "device-secret")
+    }
+
+    /// Public, stable 16-byte ID of a device secret, stored in device-bound records so that
+    /// "other device" can be told apart from "wrong password" (it reveals nothing about the
+    /// secret: keyed BLAKE2b of a constant under the 256-bit secret).
+    public static func id(of secret: SecureBytes) -> [UInt8] {
+        let label = Array("PhotoVault device ID".utf8)
+        return secret.withUnsafeBytes { k in
+            label.withUnsafeBytes { KeyedHash.hash(key: k, parts: [$0], outputLength: 16) }
+        }
+    }
+
+    /// KEK' = BLAKE2b-256(key = device secret, "PVdevice" || KEK).
+    static func bind(_ kek: SecureBytes, to secret: SecureBytes) -> SecureBytes {
+        let label = Array("PVdevice".utf8)
+        var out = secret.withUnsafeBytes { k in
+            label.withUnsafeBytes { l in kek.withUnsafeBytes { KeyedHash.hash(key: k, parts: [l, $0], outputLength: 32) } }
+        }
+        return SecureBytes(consuming: &out)
+    }
+
+    /// Loads the secret at `path`; nil if the file does not exist.
+    public static func load(at path: String) throws -> SecureBytes? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw StoreError.posix("open device secret \(path)")
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw StoreError.posix("fstat \(path)") }
+        guard (st.st_mode & S_IFMT) == S_IFREG, st.st_size == size else {
+            throw StoreError.io(errno: EINVAL, context: "device secret \(path) must be a regular file of exactly \(size) bytes")
+        }
+        let secret = SecureBytes(count: size)
+        let n = try secret.withUnsafeMutableBytes { try FileIO.readFully(fd, $0.baseAddress!, size, offset: 0) }
+        guard n == size else { secret.wipe(); throw StoreError.io(errno: EIO, context: "device secret \(path) is short") }
+        return secret
+    }
+
+    /// Loads the secret, creating it (and its directory, 0700) if absent. Crash-safe: the
+    /// file appears under its name only once complete and synced (temp file + link), and if
+    /// two processes race, both end up using the one that was linked first.
+    public static func loadOrCreate(at path: String) throws -> SecureBytes {
+        if let s = try load(at: path) { return s }
+        let dir = StorePath.dirname(path)
+        try makeDirectories(dir)
+        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else { throw StoreError.posix("open \(dir)") }
+        defer { close(dfd) }
+        let name = StorePath.basename(path)
+        let tmp = AtomicFile.tempPrefix + Base64Hex.random(8)
+        let fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError.posix("create \(dir)/\(tmp)") }
+        defer { unlinkat(dfd, tmp, 0) }
+        let secret = SecureBytes(randomCount: size)
+        do {
+            try FileIO.writeAll(fd, UnsafeRawPointer(secret.unsafePointer), size, offset: 0)
+            guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
+            close(fd)
+        } catch { close(fd); secret.wipe(); throw error }
+        if linkat(dfd, tmp, dfd, name, 0) != 0 {
+            secret.wipe()
+            guard errno == EEXIST else { throw StoreError.posix("link \(path)") }
+            // Another process created it first: use theirs.
+            guard let theirs = try load(at: path) else { throw StoreError.posix("open device secret \(path)", ENOENT) }
+            return theirs
+        }
+        _ = fsync(dfd)
+        return secret
+    }
+
+    /// mkdir -p with mode 0700 for the components that do not exist yet.
+    static func makeDirectories(_ dir: String) throws {
+        if dir.isEmpty || dir == "/" || dir == "." { return }
+        var st = stat()
+        if stat(dir, &st) == 0 { return }
+        try makeDirectories(StorePath.dirname(dir))
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(dir)") }
+    }
+
+    private static func env(_ name: String) -> String? {
+        guard let v = getenv(name) else { return nil }
+        let s = String(cString: v)
+        return s.isEmpty ? nil : s
+    }
+
+    private static func home() -> String {
+        if let h = env("HOME") { return h }
+        if let pw = getpwuid(geteuid()), let d = pw.pointee.pw_dir { return String(cString: d) }
+        return "/"
+    }
+}

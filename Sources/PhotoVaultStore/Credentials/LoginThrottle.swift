@@ -1,0 +1,67 @@
+import Foundation
+import Glibc
+
+/// Slows down repeated wrong passwords for one account, like a phone does
+/// (CREDENTIALS.md, "Throttling"): `accounts/<name>.throttle` holds the number of
+/// consecutive failures and the time of the last one. Before a password is judged, the
+/// caller waits until `delay(failures)` seconds have passed since the last failure.
+///
+/// This only limits guessing *through photovault*. Anyone who can read the record can
+/// guess offline at the Argon2id cost and ignore this file; anyone who can write the
+/// directory can delete it. Updates are best effort (a read-only store still opens) and
+/// two simultaneous failures may count once.
+public struct LoginThrottle: Sendable {
+    /// Failures allowed without any delay.
+    public var freeAttempts: Int = 3
+    public var maximumDelay: Double = 30
+    /// Wall clock (seconds since the epoch); failures are recorded across processes.
+    public var now: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    public var sleep: @Sendable (Double) -> Void = { s in
+        if s > 0 { usleep(useconds_t(min(s, 3600) * 1_000_000)) }
+    }
+
+    public init() {}
+
+    /// 0 for the first `freeAttempts` failures, then 1, 2, 4, 8 ... seconds, capped.
+    public func delay(afterFailures n: Int) -> Double {
+        guard n > freeAttempts else { return 0 }
+        let exponent = min(n - freeAttempts - 1, 30)
+        return min(maximumDelay, Double(1 << exponent))
+    }
+
+    struct State: Codable, Equatable {
+        var failures: Int
+        var lastFailure: Double
+    }
+
+    func read(accountsDir: String, name: AccountName) -> State? {
+        let path = StorePath.join(accountsDir, name.throttleFileName)
+        guard let bytes = try? FileIO.readFile(path, limit: 4096) else { return nil }
+        return try? JSONDecoder().decode(State.self, from: Data(bytes))
+    }
+
+    /// Waits as long as the recorded failures require.
+    func waitBeforeAttempt(accountsDir: String, name: AccountName) {
+        guard let s = read(accountsDir: accountsDir, name: name) else { return }
+        let due = s.lastFailure + delay(afterFailures: s.failures)
+        // A last-failure time in the future (clock moved back, or an edited file) is
+        // clamped so the wait never exceeds the cap.
+        let wait = min(due - now(), maximumDelay)
+        if wait > 0 { sleep(wait) }
+    }
+
+    func recordFailure(accountsDir: String, name: AccountName) {
+        let failures = (read(accountsDir: accountsDir, name: name)?.failures ?? 0) + 1
+        let state = State(failures: failures, lastFailure: now())
+        guard let data = try? JSONEncoder().encode(state) else { return }
+        try? AtomicFile.write(Array(data), to: StorePath.join(accountsDir, name.throttleFileName), mode: 0o600)
+    }
+
+    func recordSuccess(accountsDir: String, name: AccountName) {
+        let path = StorePath.join(accountsDir, name.throttleFileName)
+        if unlink(path) == 0 {
+            let dfd = open(accountsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if dfd >= 0 { _ = fsync(dfd); close(dfd) }
+        }
+    }
+}
