@@ -1,5 +1,2 @@
 import PhotoVaultCLI
-
-ProcessSetup.hardenProcess()
-ProcessSetup.runDaemonIfRequested(CommandLine.arguments)
 PhotoVaultCLI.main()
