@@ -1,0 +1,201 @@
+import Foundation
+import Glibc
+@testable import PhotoVaultLock
+import XCTest
+
+final class ControlSocketTests: XCTestCase {
+    private var directory: String!
+    private var socketPath: String { directory + "/run/control.sock" }
+
+    override func setUpWithError() throws {
+        directory = try makeTemporaryDirectory(prefix: "pvctl")
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Records what the handler saw, including the payload object, to check it is wiped later.
+    private final class Seen: @unchecked Sendable {
+        let lock = NSLock()
+        var commands: [String] = []
+        var payloadCopies: [[UInt8]] = []
+        var payloads: [ControlPayload] = []
+    }
+
+    func testRoundTripWithPayloadWhichIsWipedAfterUse() throws {
+        let seen = Seen()
+        let logs = EventRecorder()
+        let server = ControlSocketServer(path: socketPath, allowedUID: geteuid(), handler: { request in
+            let bytes = request.payload.withUnsafeBytes { Array($0) }
+            seen.lock.withLock {
+                seen.commands.append(request.command)
+                seen.payloadCopies.append(bytes)
+                seen.payloads.append(request.payload)
+            }
+            return request.command == "unlock" ? .success("unlocked with \(bytes.count) bytes") : .failure("unknown command")
+        }, log: { logs.log($0) })
+        try server.start()
+        defer { server.stop() }
+
+        // Socket 0600 in a 0700 directory we created.
+        var st = stat()
+        XCTAssertEqual(stat(socketPath, &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o600)
+        XCTAssertEqual(stat(directory + "/run", &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o700)
+
+        let secret: [UInt8] = Array("correct horse battery staple".utf8) + [0, 255, 1]
+        let payload = secret.withUnsafeBytes { ControlPayload(copying: $0) }
+        let reply = try ControlClient.send(path: socketPath, request: ControlRequest(command: "unlock", payload: payload), timeout: 2)
+        XCTAssertEqual(reply, .success("unlocked with \(secret.count) bytes"))
+        let other = try ControlClient.send(path: socketPath, request: ControlRequest(command: "bogus"), timeout: 2)
+        XCTAssertEqual(other, .failure("unknown command"))
+
+        seen.lock.withLock {
+            XCTAssertEqual(seen.commands, ["unlock", "bogus"])
+            XCTAssertEqual(seen.payloadCopies, [secret, []])
+            XCTAssertEqual(seen.payloads.count, 2)
+            XCTAssertTrue(seen.payloads[0].isZeroed, "server did not wipe the payload after the handler")
+            XCTAssertEqual(seen.payloads[0].count, secret.count)
+        }
+        XCTAssertTrue(logs.logLines.isEmpty, "\(logs.logLines)")
+        payload.wipe()
+        XCTAssertTrue(payload.isZeroed)
+    }
+
+    func testPeerWithAnotherUIDIsRefused() throws {
+        let logs = EventRecorder()
+        let called = EventRecorder()
+        // Pretend only some other uid may connect: our own connection must then be refused.
+        let other = geteuid() &+ 4242
+        let server = ControlSocketServer(path: socketPath, allowedUID: other, handler: { _ in
+            called.record(.controlSocket)
+            return .success()
+        }, log: { logs.log($0) })
+        try server.start()
+        defer { server.stop() }
+        let reply = try ControlClient.send(path: socketPath, request: ControlRequest(command: "lock"), timeout: 2)
+        XCTAssertEqual(reply, .failure("permission denied"))
+        XCTAssertTrue(called.reasons.isEmpty, "handler ran for a refused peer")
+        XCTAssertTrue(waitUntil { logs.logLines.count == 1 })
+        XCTAssertTrue(logs.logLines.first?.contains("refused a connection from uid \(geteuid())") == true, "\(logs.logLines)")
+        // The server keeps serving after a refusal.
+        XCTAssertEqual(try ControlClient.send(path: socketPath, request: ControlRequest(command: "lock"), timeout: 2),
+                       .failure("permission denied"))
+    }
+
+    /// A real other uid (nobody, via setpriv) speaking the protocol from python3.
+    func testRealOtherUserIsRefusedBySocketPermissionsAndByPeerCredentials() throws {
+        try XCTSkipUnless(geteuid() == 0, "needs root to run a client as nobody")
+        let called = EventRecorder()
+        let logs = EventRecorder()
+        let server = ControlSocketServer(path: socketPath, allowedUID: geteuid(), handler: { _ in
+            called.record(.controlSocket)
+            return .success()
+        }, log: { logs.log($0) })
+        try server.start()
+        defer { server.stop() }
+        XCTAssertEqual(chmod(directory, 0o755), 0)   // let nobody reach the run dir (as in /run/user/UID)
+
+        // 1. With the default 0700 dir / 0600 socket nobody cannot even connect.
+        XCTAssertEqual(try clientAsNobody(command: "lock"), "connect-error 13")
+
+        // 2. Open the file-system fences: the SO_PEERCRED check must still refuse nobody.
+        XCTAssertEqual(chmod(directory + "/run", 0o755), 0)
+        XCTAssertEqual(chmod(socketPath, 0o666), 0)
+        XCTAssertEqual(try clientAsNobody(command: "lock"), "reply 1 permission denied")
+        XCTAssertTrue(called.reasons.isEmpty)
+        XCTAssertTrue(waitUntil { logs.logLines.contains { $0.contains("uid 65534") } }, "\(logs.logLines)")
+    }
+
+    private func clientAsNobody(command: String) throws -> String {
+        let script = """
+            import socket, struct, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(sys.argv[1])
+            except OSError as e:
+                print("connect-error", e.errno); sys.exit(0)
+            cmd = sys.argv[2].encode()
+            body = bytes([len(cmd)]) + cmd
+            s.sendall(struct.pack(">I", len(body)) + body)
+            def exact(n):
+                b = b""
+                while len(b) < n:
+                    c = s.recv(n - len(b))
+                    if not c: raise SystemExit("short read")
+                    b += c
+                return b
+            n = struct.unpack(">I", exact(4))[0]
+            r = exact(n)
+            print("reply", r[0], r[1:].decode())
+            """
+        let scriptPath = directory + "/client.py"
+        try script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        chmod(scriptPath, 0o644)
+        let (status, output) = try runCommand("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                                            "/usr/bin/python3", scriptPath, socketPath, command])
+        XCTAssertEqual(status, 0, output)
+        return output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func testInsecureDirectoryIsRejected() throws {
+        let dir = directory + "/open"
+        XCTAssertEqual(mkdir(dir, 0o755), 0)
+        XCTAssertEqual(chmod(dir, 0o755), 0)
+        let server = ControlSocketServer(path: dir + "/control.sock", handler: { _ in .success() })
+        XCTAssertThrowsError(try server.start()) { error in
+            XCTAssertEqual(error as? LockError, .insecureDirectory(dir))
+        }
+    }
+
+    func testSecondServerIsRejectedAndStaleSocketIsReplaced() throws {
+        let first = ControlSocketServer(path: socketPath, handler: { _ in .success("first") })
+        try first.start()
+        let second = ControlSocketServer(path: socketPath, handler: { _ in .success("second") })
+        XCTAssertThrowsError(try second.start()) { error in
+            XCTAssertEqual(error as? LockError, .socketInUse(socketPath))
+        }
+        XCTAssertEqual(try ControlClient.send(path: socketPath, request: ControlRequest(command: "status"), timeout: 2),
+                       .success("first"))
+        first.stop()
+
+        // A leftover socket file nobody listens on (crashed daemon) is replaced.
+        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = try UnixSocketIO.address(for: socketPath)
+        XCTAssertEqual(UnixSocketIO.withSockaddr(&addr) { bind(stale, $0, $1) }, 0)
+        close(stale)
+        try second.start()
+        defer { second.stop() }
+        XCTAssertEqual(try ControlClient.send(path: socketPath, request: ControlRequest(command: "status"), timeout: 2),
+                       .success("second"))
+    }
+
+    func testClientErrorsWhenNoServer() {
+        XCTAssertThrowsError(try ControlClient.send(path: directory + "/none.sock", request: ControlRequest(command: "lock"), timeout: 1)) { error in
+            XCTAssertEqual(error as? LockError, .system(call: "connect(\(directory!)/none.sock)", errno: ENOENT))
+        }
+    }
+
+    func testMalformedFrameGetsAnErrorReplyAndServerSurvives() throws {
+        let logs = EventRecorder()
+        let server = ControlSocketServer(path: socketPath, handler: { _ in .success("fine") }, log: { logs.log($0) })
+        try server.start()
+        defer { server.stop() }
+        // A frame that claims 1 MiB: rejected without allocating it.
+        let fd = try UnixSocketIO.newSocket()
+        var addr = try UnixSocketIO.address(for: socketPath)
+        XCTAssertEqual(UnixSocketIO.withSockaddr(&addr) { connect(fd, $0, $1) }, 0)
+        let header = withUnsafeBytes(of: UInt32(1 << 20).bigEndian) { Array($0) }
+        XCTAssertEqual(header.withUnsafeBytes { send(fd, $0.baseAddress, 4, 0) }, 4)
+        let body = try UnixSocketIO.readFrame(fd, deadline: monotonicMicroseconds() + 2_000_000)
+        let reply = try ControlWire.decodeReply(UnsafeRawBufferPointer(body))
+        body.deallocate()
+        close(fd)
+        XCTAssertFalse(reply.ok)
+        XCTAssertTrue(reply.message.contains("bad frame length"), reply.message)
+        XCTAssertEqual(try ControlClient.send(path: socketPath, request: ControlRequest(command: "status"), timeout: 2),
+                       .success("fine"))
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import PhotoVaultLock
+import XCTest
+
+final class IdleTimerTests: XCTestCase {
+    private final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var n = 0
+        private var at: [Date] = []
+        func hit() { lock.withLock { n += 1; at.append(Date()) } }
+        var count: Int { lock.withLock { n } }
+        var first: Date? { lock.withLock { at.first } }
+    }
+
+    func testFiresOnceAfterTimeoutWithoutTouch() {
+        let counter = Counter()
+        let timer = IdleTimer(timeout: 0.3, onIdle: { counter.hit() })
+        let t0 = Date()
+        timer.start()
+        defer { timer.stop() }
+        XCTAssertTrue(waitUntil { counter.count == 1 })
+        let elapsed = counter.first!.timeIntervalSince(t0)
+        print("idle fired after \(String(format: "%.3f", elapsed)) s (timeout 0.3 s)")
+        XCTAssertGreaterThanOrEqual(elapsed, 0.3)
+        // Stays idle: it does not fire again until touched.
+        usleep(500_000)
+        XCTAssertEqual(counter.count, 1)
+    }
+
+    func testDoesNotFireWhileTouchedAndRearmsAfterTouch() {
+        let counter = Counter()
+        let timer = IdleTimer(timeout: 0.4, onIdle: { counter.hit() })
+        timer.start()
+        defer { timer.stop() }
+        let busyUntil = Date().addingTimeInterval(1.2)   // three timeouts of steady activity
+        while Date() < busyUntil {
+            timer.touch()
+            usleep(20_000)
+        }
+        XCTAssertEqual(counter.count, 0, "fired while touched")
+        XCTAssertTrue(waitUntil { counter.count == 1 }, "did not fire after activity stopped")
+        timer.touch()
+        XCTAssertTrue(waitUntil { counter.count == 2 }, "did not re-arm after a touch")
+    }
+
+    func testStopPreventsFiring() {
+        let counter = Counter()
+        let timer = IdleTimer(timeout: 0.2, onIdle: { counter.hit() })
+        timer.start()
+        timer.stop()
+        usleep(600_000)
+        XCTAssertEqual(counter.count, 0)
+    }
+
+    func testTouchIsCheap() {
+        let counter = Counter()
+        let timer = IdleTimer(timeout: 60, onIdle: { counter.hit() })
+        timer.start()
+        defer { timer.stop() }
+        let n = 1_000_000
+        let t0 = DispatchTime.now()
+        for _ in 0..<n { timer.touch() }
+        let ns = Double(DispatchTime.now().uptimeNanoseconds - t0.uptimeNanoseconds) / Double(n)
+        print("IdleTimer.touch(): \(String(format: "%.1f", ns)) ns per call (debug build)")
+        // A relaxed atomic store; a lock or syscall per call would be far slower than this bound.
+        XCTAssertLessThan(ns, 1_000)
+        XCTAssertEqual(counter.count, 0)
+    }
+}
