@@ -114,7 +114,7 @@ extension CommandSpec {
             ],
             examples: [
                 Example("photovault user reset-password", "Asks for the recovery key, then the new password twice."),
-                Example("photovault user reset-password bob --recovery-key-file key.txt --new-passfile pw.txt",
+                Example("photovault user reset-password bob --recovery-key-file key --new-passfile pw",
                         "Reset bob's password from files."),
             ]),
 
@@ -263,7 +263,7 @@ extension CommandSpec {
             ] + passwordOptions,
             examples: [
                 Example("photovault import ~/DCIM/*.jpg /2024", "Import camera pictures into /2024."),
-                Example("curl -s https://example.org/a.jpg | photovault import --passfile pw - /web/a.jpg",
+                Example("curl -s https://e.org/a.jpg | photovault import --passfile pw - /web",
                         "Import from standard input."),
             ]),
 

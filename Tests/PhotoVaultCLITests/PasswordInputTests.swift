@@ -1,0 +1,214 @@
+import XCTest
+import Glibc
+import PhotoVaultCrypto
+import PhotoVaultStore
+@testable import PhotoVaultCLI
+
+final class PasswordInputTests: XCTestCase {
+    var dir = ""
+
+    override func setUpWithError() throws {
+        dir = NSTemporaryDirectory() + "pv-pw-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    func bytes(_ s: SecureBytes) -> [UInt8] { s.withUnsafeBytes { Array($0) } }
+
+    func args(_ argv: [String]) throws -> ParsedArguments {
+        guard case .run(_, let a) = try ArgumentParser().parse(argv) else { throw UsageError("not a command") }
+        return a
+    }
+
+    func file(_ name: String, _ content: String) -> String {
+        let path = dir + "/" + name
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(content.utf8)))
+        return path
+    }
+
+    func testPassfileFirstLineWithoutNewline() throws {
+        let f = file("pw", "correct horse\nsecond line\n")
+        let pw = try PasswordInput().password(try args(["unlock", "--passfile", f]))
+        XCTAssertEqual(bytes(pw), Array("correct horse".utf8))
+        let crlf = file("crlf", "windows\r\n")
+        XCTAssertEqual(bytes(try PasswordInput().read(from: .file(crlf), confirm: false, prompt: "")), Array("windows".utf8))
+        let noNewline = file("nonl", "last")
+        XCTAssertEqual(bytes(try PasswordInput().read(from: .file(noNewline), confirm: false, prompt: "")), Array("last".utf8))
+    }
+
+    func testEmptyAndMissingPassfile() throws {
+        let empty = file("empty", "\nsecond\n")
+        XCTAssertThrowsError(try PasswordInput().read(from: .file(empty), confirm: false, prompt: "")) {
+            XCTAssertEqual($0 as? StoreError, .emptyPassword)
+        }
+        XCTAssertThrowsError(try PasswordInput().read(from: .file(dir + "/absent"), confirm: false, prompt: "")) {
+            XCTAssertEqual($0 as? CLIError, .cannotReadPassword(source: self.dir + "/absent", errno: ENOENT))
+        }
+    }
+
+    func testTooLongIsRefusedNotTruncated() throws {
+        let f = file("long", String(repeating: "x", count: PasswordInput.maximumLength + 1) + "\n")
+        XCTAssertThrowsError(try PasswordInput().read(from: .file(f), confirm: false, prompt: "")) {
+            XCTAssertEqual($0 as? CLIError, .passwordTooLong(maximum: PasswordInput.maximumLength))
+        }
+        let ok = file("max", String(repeating: "y", count: PasswordInput.maximumLength) + "\n")
+        XCTAssertEqual(try PasswordInput().read(from: .file(ok), confirm: false, prompt: "").count,
+                       PasswordInput.maximumLength)
+    }
+
+    /// --password-stdin reads only the first line: the rest of stdin stays for the command.
+    func testStdinReadsOnlyTheFirstLine() throws {
+        var fds: [Int32] = [-1, -1]
+        XCTAssertEqual(pipe(&fds), 0)
+        defer { close(fds[0]) }
+        let payload = Array("from stdin\nREST".utf8)
+        XCTAssertEqual(write(fds[1], payload, payload.count), payload.count)
+        close(fds[1])
+        let input = PasswordInput(standardInputFD: fds[0], terminalPath: "/nonexistent")
+        let pw = try input.password(try args(["mount", "--password-stdin"]))
+        XCTAssertEqual(bytes(pw), Array("from stdin".utf8))
+        var rest = [UInt8](repeating: 0, count: 16)
+        let n = read(fds[0], &rest, rest.count)
+        XCTAssertEqual(Array(rest[0..<max(n, 0)]), Array("REST".utf8))
+    }
+
+    func testExternalCommand() throws {
+        let pw = try PasswordInput().password(try args(["unlock", "--extpass", "printf 'from cmd\\nignored\\n'"]))
+        XCTAssertEqual(bytes(pw), Array("from cmd".utf8))
+        // Output larger than a pipe buffer after the first line must not block or fail.
+        let big = try PasswordInput().read(from: .command("echo pw; head -c 200000 /dev/zero"), confirm: false, prompt: "")
+        XCTAssertEqual(bytes(big), Array("pw".utf8))
+        XCTAssertThrowsError(try PasswordInput().read(from: .command("echo partial; exit 3"), confirm: false, prompt: "")) {
+            XCTAssertEqual($0 as? CLIError, .externalPasswordCommandFailed(status: 3))
+        }
+        XCTAssertThrowsError(try PasswordInput().read(from: .command("true"), confirm: false, prompt: "")) {
+            XCTAssertEqual($0 as? StoreError, .emptyPassword)
+        }
+    }
+
+    func testExactlyOneSource() throws {
+        XCTAssertEqual(try PasswordInput.source(try args(["unlock"])), .terminal)
+        XCTAssertEqual(try PasswordInput.source(try args(["unlock", "--password-stdin"])), .standardInput)
+        XCTAssertEqual(try PasswordInput.source(try args(["unlock", "--extpass", "x"])), .command("x"))
+        XCTAssertThrowsError(try PasswordInput.source(try args(["unlock", "--passfile", "f", "--password-stdin"]))) {
+            XCTAssertEqual(($0 as? UsageError)?.problem, "give only one password source, not --passfile and --password-stdin")
+            XCTAssertEqual(($0 as? UsageError)?.command, ["unlock"])
+        }
+    }
+
+    func testNewPasswordAndRecoveryKeyFiles() throws {
+        let newFile = file("new", "new secret\n")
+        let keyFile = file("key", "ABCD-EFGH\n")
+        let a = try args(["user", "reset-password", "--recovery-key-file", keyFile, "--new-passfile", newFile])
+        XCTAssertEqual(bytes(try PasswordInput().newPassword(a)), Array("new secret".utf8))
+        XCTAssertEqual(bytes(try PasswordInput().recoveryKey(a)), Array("ABCD-EFGH".utf8))
+    }
+
+    func testNoTerminal() throws {
+        let input = PasswordInput(standardInputFD: 0, terminalPath: dir + "/no-tty")
+        XCTAssertThrowsError(try input.password(try args(["unlock"]))) {
+            XCTAssertEqual($0 as? CLIError, .noTerminal)
+        }
+    }
+
+    func testConstantTimeEqual() {
+        XCTAssertTrue(PasswordInput.equal(SecureBytes(copying: [1, 2, 3]), SecureBytes(copying: [1, 2, 3])))
+        XCTAssertFalse(PasswordInput.equal(SecureBytes(copying: [1, 2, 3]), SecureBytes(copying: [1, 2, 4])))
+        XCTAssertFalse(PasswordInput.equal(SecureBytes(copying: [1, 2, 3]), SecureBytes(copying: [1, 2])))
+    }
+
+    // MARK: - A real pseudo-terminal
+
+    /// A pty pair: the reader uses the slave as its /dev/tty, the test types on the master.
+    struct PTY {
+        let master: Int32
+        let slavePath: String
+        // Glibc's Swift module hides the XSI pty functions (they need _XOPEN_SOURCE); look them
+        // up by name and call them with their C signatures.
+        typealias IntFn = @convention(c) (Int32) -> Int32
+        typealias NameFn = @convention(c) (Int32) -> UnsafeMutablePointer<CChar>?
+        static func symbol<T>(_ name: String, _: T.Type) throws -> T {
+            guard let p = dlsym(nil, name) else { throw CLIError.failed("no \(name)") }
+            return unsafeBitCast(p, to: T.self)
+        }
+
+        init() throws {
+            let openpt = try Self.symbol("posix_openpt", IntFn.self)
+            let grant = try Self.symbol("grantpt", IntFn.self)
+            let unlock = try Self.symbol("unlockpt", IntFn.self)
+            let ptsname = try Self.symbol("ptsname", NameFn.self)
+            master = openpt(O_RDWR | O_NOCTTY)
+            guard master >= 0, grant(master) == 0, unlock(master) == 0, let name = ptsname(master) else {
+                throw CLIError.failed("no pty")
+            }
+            slavePath = String(cString: name)
+        }
+
+        /// Reads master output until `text` appears (or `timeout` passes); returns all output read.
+        func waitFor(_ text: String, timeout: TimeInterval = 5) -> String {
+            var seen = ""
+            let deadline = Date().addingTimeInterval(timeout)
+            while !seen.contains(text) && Date() < deadline {
+                var pfd = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 100) > 0 else { continue }
+                var buf = [UInt8](repeating: 0, count: 256)
+                let n = read(master, &buf, buf.count)
+                if n > 0 { seen += String(decoding: buf[0..<n], as: UTF8.self) }
+            }
+            return seen
+        }
+
+        func type(_ s: String) { _ = s.withCString { write(master, $0, strlen($0)) } }
+    }
+
+    /// Runs `body` on a thread with the pty as terminal while the test types answers.
+    func withTerminal(confirm: Bool, answers: [String]) throws -> (Result<SecureBytes, Error>, String, tcflag_t) {
+        let pty = try PTY()
+        defer { close(pty.master) }
+        // Keep a slave fd open so its settings can be read back after the reader closes its own.
+        let slave = open(pty.slavePath, O_RDWR | O_NOCTTY)
+        defer { close(slave) }
+        let input = PasswordInput(standardInputFD: -1, terminalPath: pty.slavePath)
+        final class Box: @unchecked Sendable { var result: Result<SecureBytes, Error>? }
+        let box = Box()
+        let done = expectation(description: "read")
+        Thread {
+            box.result = Result { try input.read(from: .terminal, confirm: confirm, prompt: "Password: ") }
+            done.fulfill()
+        }.start()
+        var transcript = pty.waitFor("Password: ")
+        pty.type(answers[0] + "\n")
+        if confirm {
+            transcript += pty.waitFor("Retype password: ")
+            pty.type(answers[1] + "\n")
+        }
+        wait(for: [done], timeout: 10)
+        transcript += pty.waitFor("\u{0}", timeout: 0.3)   // drain whatever else was written (echo would show here)
+        var t = termios()
+        XCTAssertEqual(tcgetattr(slave, &t), 0)
+        return (try XCTUnwrap(box.result), transcript, t.c_lflag)
+    }
+
+    func testTerminalPromptWithoutEchoAndRestoresEcho() throws {
+        let (result, transcript, lflag) = try withTerminal(confirm: true, answers: ["s3cret pass", "s3cret pass"])
+        XCTAssertEqual(bytes(try result.get()), Array("s3cret pass".utf8))
+        XCTAssertTrue(transcript.contains("Password: "))
+        XCTAssertTrue(transcript.contains("Retype password: "))
+        XCTAssertFalse(transcript.contains("s3cret"), "the password was echoed: \(transcript)")
+        XCTAssertNotEqual(lflag & tcflag_t(ECHO), 0, "echo was not restored")
+    }
+
+    func testTerminalMismatch() throws {
+        let (result, _, lflag) = try withTerminal(confirm: true, answers: ["first", "second"])
+        XCTAssertThrowsError(try result.get()) { XCTAssertEqual($0 as? CLIError, .passwordsDoNotMatch) }
+        XCTAssertNotEqual(lflag & tcflag_t(ECHO), 0)
+    }
+
+    func testTerminalEmptyPassword() throws {
+        let (result, _, _) = try withTerminal(confirm: false, answers: [""])
+        XCTAssertThrowsError(try result.get()) { XCTAssertEqual($0 as? StoreError, .emptyPassword) }
+    }
+}
