@@ -1,0 +1,79 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// A directory's naming context, loaded once per directory inode (for the encrypted tree:
+/// the directory ID that binds its entry names).
+protocol DirectoryNaming: AnyObject, Sendable {}
+
+/// What a backing directory entry is to the user.
+enum DecodedName {
+    case visible([UInt8])
+    /// An internal file of the store (directory ID, long-name companion, temp file).
+    case hidden
+    /// A name that fails authentication: logged and skipped.
+    case corrupt
+}
+
+/// Random-access plaintext view of one backing file. Callers serialise access
+/// (many readers or one writer, see `ContentState`).
+protocol FileContent: AnyObject {
+    var protectionClass: ProtectionClass? { get }
+    /// Plaintext size.
+    func size() throws -> Int64
+    func read(into buffer: UnsafeMutableRawPointer, count: Int, offset: Int64) throws -> Int
+    func write(from buffer: UnsafeRawPointer, count: Int, offset: Int64) throws -> Int
+    func truncate(to size: Int64) throws
+    func sync(dataOnly: Bool) throws
+    /// Forgets the file key (device lock); later reads and writes fail with `.locked`.
+    func wipeKey()
+    /// Flushes pending state, wipes the key and closes the backing fd (also after `wipeKey`).
+    func close() throws
+}
+
+/// Everything that differs between a plain passthrough tree and the encrypted store:
+/// the FUSE adapter does inodes, handles and replies; the backend does names, content,
+/// link targets and extended attributes.
+protocol TreeBackend: AnyObject, Sendable {
+    func naming(forDirectory fd: Int32) throws -> DirectoryNaming
+    /// The backing name of an existing (or absent) entry: lookup, unlink, rename source.
+    func backingName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8]
+    /// The backing name of an entry about to be created; may write companion files.
+    func prepareName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8]
+    /// The entry `backing` is gone from the directory: remove its companion files.
+    func nameRemoved(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32)
+    func plainName(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) -> DecodedName
+
+    /// Creates a directory (with whatever it needs inside) under `backing`, atomically.
+    func makeDirectory(named backing: [UInt8], in parentFD: Int32, parent: DirectoryNaming, mode: mode_t) throws
+    /// rmdir: fails with ENOTEMPTY unless only internal files remain, which it removes.
+    func removeDirectory(named backing: [UInt8], in parentFD: Int32) throws
+
+    /// Plaintext size of a regular file from its backing size, without reading it.
+    func plaintextSize(backingSize: Int64) -> Int64
+    /// Opens the content of an existing file (`fd` is open O_RDWR or O_RDONLY).
+    func openContent(fd: Int32, path: String) throws -> FileContent
+    /// Initialises a new, empty file's content (writes its header) with class `cls`.
+    func createContent(fd: Int32, protectionClass cls: ProtectionClass?, path: String) throws -> FileContent
+    /// The class new files in a directory get (stored with the directory).
+    func defaultClass(in dir: DirectoryNaming) -> ProtectionClass?
+    func setDefaultClass(_ cls: ProtectionClass, in dir: DirectoryNaming, dirFD: Int32) throws
+    /// Changes an existing file's class (rewraps its key).
+    func setProtectionClass(_ cls: ProtectionClass, of content: FileContent) throws
+    /// Reads the class of a closed file from its header.
+    func protectionClass(ofFile fd: Int32) throws -> ProtectionClass?
+
+    func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8]
+    func openLinkTarget(_ sealed: [UInt8]) throws -> [UInt8]
+
+    /// Extended attributes: nil means the namespace is not supported (EOPNOTSUPP).
+    func sealXattrName(_ plain: String) throws -> String
+    /// nil: not one of ours (hidden from listxattr).
+    func openXattrName(_ backing: String) -> String?
+    func sealXattrValue(_ plain: [UInt8], name: String) throws -> [UInt8]
+    func openXattrValue(_ sealed: [UInt8], name: String) throws -> [UInt8]
+
+    /// Whether the keys of class `cls` are available for opening files right now.
+    func canOpen(_ cls: ProtectionClass) -> Bool
+    func lock()
+    func wipeAll()
+}

@@ -1,0 +1,163 @@
+import Glibc
+import PhotoVaultCrypto
+import PhotoVaultStore
+
+/// The store's on-disk format behind the FUSE adapter: names through `NameCodec` bound to
+/// each directory's `.pvdir`, contents through `ContentFile`, link targets through
+/// `LinkTarget`, extended attributes through `XattrCodec`.
+final class EncryptedBackend: TreeBackend, @unchecked Sendable {
+    let tree: UserTree
+    private var keyring: UserKeyring { tree.keyring }
+
+    init(tree: UserTree) {
+        self.tree = tree
+    }
+
+    /// A directory's `.pvdir`: its ID never changes; its default class can (xattr).
+    final class Naming: DirectoryNaming, @unchecked Sendable {
+        private let lock = PMutex()
+        private var info: DirectoryInfo
+        init(_ info: DirectoryInfo) { self.info = info }
+        var current: DirectoryInfo { lock.withLock { info } }
+        func update(_ body: (inout DirectoryInfo) -> Void) -> DirectoryInfo {
+            lock.withLock { body(&info); return info }
+        }
+    }
+
+    private func info(_ dir: DirectoryNaming) -> DirectoryInfo { (dir as! Naming).current }
+
+    func naming(forDirectory fd: Int32) throws -> DirectoryNaming {
+        Naming(try DirectoryInfo.read(dirfd: fd, keyring: keyring))
+    }
+
+    private static func string(_ b: [UInt8]) -> String { String(decoding: b, as: UTF8.self) }
+
+    func backingName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8] {
+        Array(tree.names.encode(plain, in: info(dir)).entry.utf8)
+    }
+
+    func prepareName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8] {
+        let enc = tree.names.encode(plain, in: info(dir))
+        try NameCodec.writeCompanion(enc, in: dirFD)
+        return Array(enc.entry.utf8)
+    }
+
+    func nameRemoved(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) {
+        NameCodec.removeCompanion(ofEntry: Self.string(backing), in: dirFD)
+    }
+
+    func plainName(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) -> DecodedName {
+        let entry = Self.string(backing)
+        if NameCodec.isInternal(entry) { return .hidden }
+        guard let plain = try? tree.names.decode(entry: entry, in: info(dir), dirfd: dirFD) else { return .corrupt }
+        return .visible(plain)
+    }
+
+    func makeDirectory(named backing: [UInt8], in parentFD: Int32, parent: DirectoryNaming, mode: mode_t) throws {
+        _ = try DirectoryInfo.makeDirectory(in: parentFD, entry: Self.string(backing), mode: mode,
+                                            defaultClass: info(parent).defaultClass, keyring: keyring)
+    }
+
+    func removeDirectory(named backing: [UInt8], in parentFD: Int32) throws {
+        let fd = Syscall.openat(parentFD, backing, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw FSError.last() }
+        defer { close(fd) }
+        let entries = try Syscall.listDirectory(fd)
+        guard entries.allSatisfy({ NameCodec.isInternal(Self.string($0.name)) }) else { throw FSError.notEmpty }
+        // Internal files last: .pvdir goes only when nothing else is left.
+        for e in entries where Self.string(e.name) != DirectoryInfo.fileName {
+            _ = Syscall.unlinkat(fd, e.name, e.type == UInt8(DT_DIR) ? AT_REMOVEDIR : 0)
+        }
+        _ = unlinkat(fd, DirectoryInfo.fileName, 0)
+        guard Syscall.unlinkat(parentFD, backing, AT_REMOVEDIR) == 0 else { throw FSError.last() }
+    }
+
+    func plaintextSize(backingSize: Int64) -> Int64 {
+        Int64(tree.layout.reportedSize(ciphertextSize: UInt64(max(0, backingSize))))
+    }
+
+    func openContent(fd: Int32, path: String) throws -> FileContent {
+        EncryptedContent(try ContentFile(fd: fd, layout: tree.layout, keyring: keyring, displayPath: path))
+    }
+
+    func createContent(fd: Int32, protectionClass cls: ProtectionClass?, path: String) throws -> FileContent {
+        EncryptedContent(try ContentFile.create(fd: fd, layout: tree.layout, keyring: keyring,
+                                                protectionClass: cls ?? .default, displayPath: path))
+    }
+
+    func defaultClass(in dir: DirectoryNaming) -> ProtectionClass? { info(dir).defaultClass }
+
+    func setDefaultClass(_ cls: ProtectionClass, in dir: DirectoryNaming, dirFD: Int32) throws {
+        let n = dir as! Naming
+        // .pvdir is replaced through a temp file, which needs a real directory fd.
+        let fd = openat(dirFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw FSError.last() }
+        defer { close(fd) }
+        var updated = n.current
+        updated.defaultClass = cls
+        try updated.write(dirfd: fd, keyring: keyring)
+        _ = n.update { $0.defaultClass = cls }
+    }
+
+    func setProtectionClass(_ cls: ProtectionClass, of content: FileContent) throws {
+        guard let c = content as? EncryptedContent else { throw FSError.notSupported }
+        try c.file.setProtectionClass(cls)
+    }
+
+    func protectionClass(ofFile fd: Int32) throws -> ProtectionClass? {
+        var b = [UInt8](repeating: 0, count: FileHeader.size)
+        let n = try b.withUnsafeMutableBytes { try FileIO.readFully(fd, $0.baseAddress!, FileHeader.size, offset: 0) }
+        if n == 0 { return nil }   // header not written yet
+        return try FileHeader.parse(Array(b[0..<n])).protectionClass
+    }
+
+    func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8] {
+        Array(try LinkTarget.seal(plain, keyring: keyring).utf8)
+    }
+
+    func openLinkTarget(_ sealed: [UInt8]) throws -> [UInt8] {
+        try LinkTarget.open(sealed, keyring: keyring)
+    }
+
+    /// Only the `user.` namespace is stored (sealed); security., trusted. and system. (ACLs)
+    /// would need the kernel to read them in the clear.
+    func sealXattrName(_ plain: String) throws -> String {
+        guard plain.hasPrefix("user.") else { throw FSError.notSupported }
+        return tree.xattrs.storedName(Array(plain.utf8))
+    }
+
+    func openXattrName(_ backing: String) -> String? {
+        tree.xattrs.plainName(backing).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    func sealXattrValue(_ plain: [UInt8], name: String) throws -> [UInt8] {
+        tree.xattrs.sealValue(plain, storedName: try sealXattrName(name))
+    }
+
+    func openXattrValue(_ sealed: [UInt8], name: String) throws -> [UInt8] {
+        try tree.xattrs.openValue(sealed, storedName: try sealXattrName(name))
+    }
+
+    func canOpen(_ cls: ProtectionClass) -> Bool { keyring.canOpen(cls) }
+    func lock() { keyring.lock() }
+    func wipeAll() { keyring.wipeAll() }
+}
+
+/// `ContentFile` behind the adapter's content protocol.
+final class EncryptedContent: FileContent {
+    let file: ContentFile
+    init(_ file: ContentFile) { self.file = file }
+
+    var protectionClass: ProtectionClass? { file.protectionClass }
+    func size() throws -> Int64 { Int64(try file.size()) }
+    func read(into buffer: UnsafeMutableRawPointer, count: Int, offset: Int64) throws -> Int {
+        try file.read(into: buffer, count: count, offset: UInt64(offset))
+    }
+    func write(from buffer: UnsafeRawPointer, count: Int, offset: Int64) throws -> Int {
+        try file.write(from: buffer, count: count, offset: UInt64(offset))
+    }
+    func truncate(to size: Int64) throws { try file.truncate(to: UInt64(size)) }
+    func sync(dataOnly: Bool) throws { try file.sync() }
+    func wipeKey() { file.forgetKey() }
+    func close() throws { file.close() }
+}

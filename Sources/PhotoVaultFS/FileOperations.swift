@@ -1,0 +1,311 @@
+import Glibc
+import CFuse
+import PhotoVaultCrypto
+
+/// Open files and directories: handles, content I/O, listings.
+extension VaultFileSystem {
+    func handle(_ fi: UnsafeMutablePointer<fuse_file_info>?) -> OpenFile? {
+        guard let fi, fi.pointee.fh != 0, let p = UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh)) else { return nil }
+        return Unmanaged<OpenFile>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    func dirHandle(_ fi: UnsafeMutablePointer<fuse_file_info>?) -> OpenDirectory? {
+        guard let fi, fi.pointee.fh != 0, let p = UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh)) else { return nil }
+        return Unmanaged<OpenDirectory>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    /// The shared content of `node`, opened on first use. Every acquire is paired with
+    /// `releaseContent`. Enforces the lock rules for re-opening.
+    func acquireContent(_ node: Inode, writes: Bool) throws -> ContentState {
+        let path = table.path(of: node.nodeID)
+        return try node.stateLock.withLock {
+            if let c = node.content, !c.isKeyWiped {
+                if let cls = c.protectionClass, !backend.canOpen(cls) { throw FSError.locked }
+                if writes && !c.writable { throw FSError.posix(EACCES) }
+                c.opens += 1
+                if writes { c.writers += 1 }
+                return c
+            }
+            // Read-modify-write of chunks needs reads even on write-only opens: O_RDWR.
+            let proc = Syscall.procPath(node.fd)
+            var writable = true
+            var fd = Glibc.open(proc, O_RDWR | O_CLOEXEC)
+            if fd < 0 && !writes && (errno == EACCES || errno == EROFS) {
+                fd = Glibc.open(proc, O_RDONLY | O_CLOEXEC)
+                writable = false
+            }
+            guard fd >= 0 else { throw FSError.last() }
+            let file: FileContent
+            do {
+                file = try backend.openContent(fd: fd, path: path)
+            } catch {
+                close(fd)
+                throw error
+            }
+            // A wiped predecessor (locked, then unlocked) stays with its old handles.
+            let c = ContentState(fd: fd, file: file, writable: writable)
+            c.opens = 1
+            c.writers = writes ? 1 : 0
+            node.content = c
+            return c
+        }
+    }
+
+    func releaseContent(_ node: Inode, _ c: ContentState, writes: Bool) {
+        let last: Bool = node.stateLock.withLock {
+            c.opens -= 1
+            if writes { c.writers -= 1 }
+            guard c.opens == 0 else { return false }
+            if node.content === c { node.content = nil }
+            return true
+        }
+        if last { c.close() }
+    }
+
+    /// Creates backing file `backing` in `p` with fresh content; returns it acquired once for writing.
+    func createFile(_ p: Inode, _ backing: [UInt8], plain: [UInt8], mode: mode_t) throws -> (Inode, stat, ContentState) {
+        let fd = Syscall.openat(p.fd, backing, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode & 0o7777)
+        guard fd >= 0 else { throw FSError.last() }
+        let path = childPath(p.nodeID, plain)
+        let file: FileContent
+        do {
+            file = try backend.createContent(fd: fd, protectionClass: backend.defaultClass(in: try naming(of: p)), path: path)
+        } catch {
+            close(fd)
+            _ = Syscall.unlinkat(p.fd, backing, 0)
+            throw error
+        }
+        let opath = Syscall.openat(p.fd, backing, PV_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+        var st = stat()
+        guard opath >= 0, fstatat(opath, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else {
+            let e = errno
+            if opath >= 0 { close(opath) }
+            try? file.close()
+            throw FSError.posix(e)
+        }
+        let node = table.insert(fd: opath, st: st, parent: p.nodeID, name: plain)
+        let c = ContentState(fd: fd, file: file, writable: true)
+        c.opens = 1
+        c.writers = 1
+        node.stateLock.withLock { node.content = c }
+        return (node, st, c)
+    }
+
+    private func install(_ h: OpenFile, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(h).toOpaque()))
+        // All changes go through us, so the kernel's page cache stays valid across opens.
+        fi.pointee.keep_cache = 1
+    }
+
+    // MARK: - Regular files
+
+    func open(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        guard let fi else { fuse_reply_err(req, EINVAL); return }
+        do {
+            let node = try table.require(ino)
+            guard node.isRegular else { throw node.isDirectory ? FSError.isDirectory : FSError.posix(ENXIO) }
+            let flags = fi.pointee.flags
+            let writes = flags & O_ACCMODE != O_RDONLY
+            let c = try acquireContent(node, writes: writes)
+            if writes && flags & O_TRUNC != 0 {
+                do { try c.truncate(to: 0) } catch { releaseContent(node, c, writes: writes); throw error }
+            }
+            let append = flags & O_APPEND != 0 && !options.writebackCache
+            install(OpenFile(inode: node, content: c, writes: writes, append: append), fi)
+            fuse_reply_open(req, fi)
+        } catch {
+            fail(req, error, "open \(table.path(of: ino))")
+        }
+    }
+
+    func create(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?, _ mode: mode_t,
+                _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        guard let fi else { fuse_reply_err(req, EINVAL); return }
+        let name = Self.bytes(cname)
+        do {
+            let p = try table.require(parent)
+            let b = try backend.prepareName(name, in: try naming(of: p), dirFD: p.fd)
+            let flags = fi.pointee.flags
+            let append = flags & O_APPEND != 0 && !options.writebackCache
+            do {
+                let (node, st, c) = try createFile(p, b, plain: name, mode: mode)
+                install(OpenFile(inode: node, content: c, writes: true, append: append), fi)
+                var e = entry(node, st)
+                fuse_reply_create(req, &e, fi)
+            } catch FSError.posix(EEXIST) where flags & O_EXCL == 0 {
+                // Raced with another creator: open the existing file instead.
+                var e = try lookupBacking(p, b, plain: name)
+                guard let node = table.get(e.ino) else { throw FSError.notFound }
+                let c: ContentState
+                do { c = try acquireContent(node, writes: true) } catch { table.forget(e.ino, 1); throw error }
+                if flags & O_TRUNC != 0 { try? c.truncate(to: 0) }
+                install(OpenFile(inode: node, content: c, writes: true, append: append), fi)
+                e.attr = try attributes(of: node)
+                fuse_reply_create(req, &e, fi)
+            }
+        } catch {
+            fail(req, error, "create \(childPath(parent, name))")
+        }
+    }
+
+    func read(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ off: off_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        guard let h = handle(fi) else { fuse_reply_err(req, EBADF); return }
+        let buf = UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 16)
+        defer { buf.deallocate() }
+        do {
+            let n = try h.content.read(into: buf, count: size, offset: Int64(off))
+            fuse_reply_buf(req, buf.assumingMemoryBound(to: CChar.self), n)
+        } catch {
+            fail(req, error, "read \(table.path(of: ino)) at \(off)")
+        }
+    }
+
+    func write(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ data: UnsafePointer<CChar>?, _ size: Int, _ off: off_t,
+               _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        guard let h = handle(fi), let data else { fuse_reply_err(req, EBADF); return }
+        do {
+            let n = try h.content.write(from: UnsafeRawPointer(data), count: size, offset: Int64(off), append: h.append)
+            fuse_reply_write(req, n)
+        } catch {
+            fail(req, error, "write \(table.path(of: ino)) at \(off)")
+        }
+    }
+
+    func flush(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        fuse_reply_err(req, 0)
+    }
+
+    func release(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        if let fi, let p = UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh)) {
+            let h = Unmanaged<OpenFile>.fromOpaque(p).takeRetainedValue()
+            fi.pointee.fh = 0
+            releaseContent(h.inode, h.content, writes: h.writes)
+        }
+        fuse_reply_err(req, 0)
+    }
+
+    func fsync(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ datasync: Int32, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        guard let h = handle(fi) else { fuse_reply_err(req, EBADF); return }
+        do {
+            try h.content.sync(dataOnly: datasync != 0)
+            fuse_reply_err(req, 0)
+        } catch {
+            fail(req, error, "fsync \(table.path(of: ino))")
+        }
+    }
+
+    /// SEEK_DATA / SEEK_HOLE (the kernel handles the other whences): no holes are tracked,
+    /// so the whole file is data.
+    func lseek(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ off: off_t, _ whence: Int32, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        guard let h = handle(fi) else { fuse_reply_err(req, EBADF); return }
+        do {
+            let size = off_t(try h.content.size())
+            switch whence {
+            case SEEK_DATA_VALUE:
+                guard off < size else { throw FSError.posix(ENXIO) }
+                fuse_reply_lseek(req, off)
+            case SEEK_HOLE_VALUE:
+                guard off < size else { throw FSError.posix(ENXIO) }
+                fuse_reply_lseek(req, size)
+            default:
+                throw FSError.invalidArgument
+            }
+        } catch {
+            fail(req, error, "lseek \(table.path(of: ino))")
+        }
+    }
+
+    // MARK: - Directories
+
+    func opendir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        guard let fi else { fuse_reply_err(req, EINVAL); return }
+        do {
+            let node = try table.require(ino)
+            let nm = try naming(of: node)
+            var entries: [OpenDirectory.Entry] = []
+            var st = stat()
+            _ = fstatat(node.fd, "..", &st, AT_SYMLINK_NOFOLLOW)
+            entries.append(.init(name: [0x2e, 0], backing: [], ino: node.backingIno, type: UInt8(DT_DIR)))
+            entries.append(.init(name: [0x2e, 0x2e, 0], backing: [], ino: UInt64(st.st_ino), type: UInt8(DT_DIR)))
+            for ent in try Syscall.listDirectory(node.fd) {
+                switch backend.plainName(ent.name, in: nm, dirFD: node.fd) {
+                case .visible(let plain):
+                    entries.append(.init(name: plain + [0], backing: ent.name, ino: ent.ino, type: ent.type))
+                case .hidden:
+                    continue
+                case .corrupt:
+                    log("skipping an entry of \(table.path(of: ino)) whose name fails authentication: \(String(decoding: ent.name, as: UTF8.self))")
+                }
+            }
+            let d = OpenDirectory(inode: node, entries: entries)
+            fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(d).toOpaque()))
+            fuse_reply_open(req, fi)
+        } catch {
+            fail(req, error, "opendir \(table.path(of: ino))")
+        }
+    }
+
+    func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ off: off_t,
+                 _ fi: UnsafeMutablePointer<fuse_file_info>?, plus: Bool) {
+        guard let d = dirHandle(fi) else { fuse_reply_err(req, EBADF); return }
+        let buf = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
+        defer { buf.deallocate() }
+        var rem = size
+        var i = Int(off)
+        while i >= 0 && i < d.entries.count {
+            let ent = d.entries[i]
+            let p = buf + (size - rem)
+            let used: Int = ent.name.withUnsafeBufferPointer { nb in
+                nb.baseAddress!.withMemoryRebound(to: CChar.self, capacity: nb.count) { cname in
+                    if plus {
+                        var e: fuse_entry_param
+                        var counted = false
+                        if ent.backing.isEmpty {
+                            e = fuse_entry_param()
+                            e.attr.st_ino = ino_t(ent.ino)
+                            e.attr.st_mode = mode_t(ent.type) << 12
+                        } else if let found = try? lookupBacking(d.inode, ent.backing, plain: Array(ent.name.dropLast())) {
+                            e = found
+                            counted = true
+                        } else {
+                            return 0   // vanished since opendir: skip
+                        }
+                        let n = fuse_add_direntry_plus(req, p, rem, cname, &e, off_t(i + 1))
+                        if n > rem && counted { table.forget(e.ino, 1) }
+                        return n
+                    } else {
+                        var st = stat()
+                        st.st_ino = ino_t(ent.ino)
+                        st.st_mode = mode_t(ent.type) << 12
+                        return fuse_add_direntry(req, p, rem, cname, &st, off_t(i + 1))
+                    }
+                }
+            }
+            if used > rem { break }
+            rem -= used
+            i += 1
+        }
+        fuse_reply_buf(req, buf, size - rem)
+    }
+
+    func releasedir(_ req: fuse_req_t?, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        if let fi, let p = UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh)) {
+            Unmanaged<OpenDirectory>.fromOpaque(p).release()
+            fi.pointee.fh = 0
+        }
+        fuse_reply_err(req, 0)
+    }
+
+    func fsyncdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ datasync: Int32) {
+        guard let node = table.get(ino) else { fuse_reply_err(req, ENOENT); return }
+        let fd = openat(node.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { fuse_reply_err(req, errno); return }
+        let rc = datasync != 0 ? fdatasync(fd) : Glibc.fsync(fd)
+        let e = rc == 0 ? 0 : errno
+        close(fd)
+        fuse_reply_err(req, e)
+    }
+}
+
+let SEEK_DATA_VALUE: Int32 = 3
+let SEEK_HOLE_VALUE: Int32 = 4

@@ -1,0 +1,88 @@
+import Glibc
+import CFuse
+
+/// The `fuse_lowlevel_ops` table. Every entry is a capture-free closure (so it converts
+/// to a C function pointer) that finds the filesystem through the session's userdata.
+/// They live inside a type, not at top level, so no actor isolation applies to them.
+enum FuseOps {
+    @inline(__always)
+    static func fs(_ req: fuse_req_t?) -> VaultFileSystem {
+        let fs = Unmanaged<VaultFileSystem>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+        fs.onActivity?()
+        return fs
+    }
+
+    static func table() -> fuse_lowlevel_ops {
+        var o = fuse_lowlevel_ops()
+        o.`init` = { userdata, conn in
+            guard let userdata, let conn else { return }
+            Unmanaged<VaultFileSystem>.fromOpaque(userdata).takeUnretainedValue().configure(conn)
+        }
+        o.lookup = { req, parent, name in FuseOps.fs(req).lookup(req, parent, name) }
+        o.forget = { req, ino, n in
+            FuseOps.fs(req).forget(ino, n)
+            fuse_reply_none(req)
+        }
+        o.forget_multi = { req, count, forgets in
+            let f = FuseOps.fs(req)
+            if let forgets {
+                for i in 0..<count { f.forget(forgets[i].ino, forgets[i].nlookup) }
+            }
+            fuse_reply_none(req)
+        }
+        o.getattr = { req, ino, _ in FuseOps.fs(req).getattr(req, ino) }
+        o.setattr = { req, ino, attr, valid, fi in FuseOps.fs(req).setattr(req, ino, attr, valid, fi) }
+        o.readlink = { req, ino in FuseOps.fs(req).readlink(req, ino) }
+        o.mknod = { req, parent, name, mode, rdev in FuseOps.fs(req).mknod(req, parent, name, mode, rdev) }
+        o.mkdir = { req, parent, name, mode in FuseOps.fs(req).mkdir(req, parent, name, mode) }
+        o.unlink = { req, parent, name in FuseOps.fs(req).unlink(req, parent, name) }
+        o.rmdir = { req, parent, name in FuseOps.fs(req).rmdir(req, parent, name) }
+        o.symlink = { req, link, parent, name in FuseOps.fs(req).symlink(req, link, parent, name) }
+        o.rename = { req, parent, name, newparent, newname, flags in
+            FuseOps.fs(req).rename(req, parent, name, newparent, newname, flags)
+        }
+        o.link = { req, ino, newparent, newname in FuseOps.fs(req).link(req, ino, newparent, newname) }
+        o.open = { req, ino, fi in FuseOps.fs(req).open(req, ino, fi) }
+        o.read = { req, ino, size, off, fi in FuseOps.fs(req).read(req, ino, size, off, fi) }
+        o.write = { req, ino, buf, size, off, fi in FuseOps.fs(req).write(req, ino, buf, size, off, fi) }
+        o.flush = { req, ino, fi in FuseOps.fs(req).flush(req, ino, fi) }
+        o.release = { req, ino, fi in FuseOps.fs(req).release(req, ino, fi) }
+        o.fsync = { req, ino, datasync, fi in FuseOps.fs(req).fsync(req, ino, datasync, fi) }
+        o.opendir = { req, ino, fi in FuseOps.fs(req).opendir(req, ino, fi) }
+        o.readdir = { req, ino, size, off, fi in FuseOps.fs(req).readdir(req, ino, size, off, fi, plus: false) }
+        o.readdirplus = { req, ino, size, off, fi in FuseOps.fs(req).readdir(req, ino, size, off, fi, plus: true) }
+        o.releasedir = { req, _, fi in FuseOps.fs(req).releasedir(req, fi) }
+        o.fsyncdir = { req, ino, datasync, _ in FuseOps.fs(req).fsyncdir(req, ino, datasync) }
+        o.statfs = { req, _ in FuseOps.fs(req).statfs(req) }
+        o.setxattr = { req, ino, name, value, size, flags in FuseOps.fs(req).setxattr(req, ino, name, value, size, flags) }
+        o.getxattr = { req, ino, name, size in FuseOps.fs(req).getxattr(req, ino, name, size) }
+        o.listxattr = { req, ino, size in FuseOps.fs(req).listxattr(req, ino, size) }
+        o.removexattr = { req, ino, name in FuseOps.fs(req).removexattr(req, ino, name) }
+        o.access = { req, ino, mask in FuseOps.fs(req).access(req, ino, mask) }
+        o.create = { req, parent, name, mode, fi in FuseOps.fs(req).create(req, parent, name, mode, fi) }
+        o.lseek = { req, ino, off, whence, fi in FuseOps.fs(req).lseek(req, ino, off, whence, fi) }
+        return o
+    }
+}
+
+extension VaultFileSystem {
+    /// FUSE `init`: negotiate capabilities with the kernel.
+    func configure(_ conn: UnsafeMutablePointer<fuse_conn_info>) {
+        let capable = conn.pointee.capable
+        var want = conn.pointee.want
+        // Splice buys nothing: every byte is encrypted or decrypted in user space.
+        want &= ~UInt32(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
+        if capable & UInt32(FUSE_CAP_READDIRPLUS) != 0 {
+            want |= UInt32(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO)
+        }
+        if options.writebackCache && capable & UInt32(FUSE_CAP_WRITEBACK_CACHE) != 0 {
+            want |= UInt32(FUSE_CAP_WRITEBACK_CACHE)
+        } else {
+            want &= ~UInt32(FUSE_CAP_WRITEBACK_CACHE)
+        }
+        if capable & UInt32(FUSE_CAP_ATOMIC_O_TRUNC) != 0 { want |= UInt32(FUSE_CAP_ATOMIC_O_TRUNC) }
+        conn.pointee.want = want
+        conn.pointee.max_write = 1 << 20
+        conn.pointee.max_readahead = 1 << 20
+    }
+}

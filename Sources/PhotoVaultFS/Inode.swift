@@ -1,0 +1,247 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// One file the kernel knows about. The node ID the kernel sees is the backing inode
+/// number (stable across lookups and remounts; hard links share it), except the root,
+/// which FUSE fixes at 1. The PV_O_PATH descriptor pins the backing inode, so its number
+/// cannot be reused while the kernel still holds this node.
+final class Inode: @unchecked Sendable {
+    let nodeID: UInt64
+    let backingIno: UInt64
+    let dev: UInt64
+    let fd: Int32
+    let fileType: mode_t
+
+    // Guarded by the table's mutex.
+    var lookups: UInt64 = 0
+    /// Best-effort plaintext location, for log lines only.
+    var parentID: UInt64 = 0
+    var name: [UInt8] = []
+
+    // Guarded by `stateLock`.
+    let stateLock = PMutex()
+    var naming: DirectoryNaming?
+    var content: ContentState?
+
+    init(nodeID: UInt64, fd: Int32, st: stat) {
+        self.nodeID = nodeID
+        self.fd = fd
+        backingIno = UInt64(st.st_ino)
+        dev = UInt64(st.st_dev)
+        fileType = st.st_mode & S_IFMT
+    }
+
+    var isDirectory: Bool { fileType == S_IFDIR }
+    var isRegular: Bool { fileType == S_IFREG }
+    var isSymlink: Bool { fileType == S_IFLNK }
+}
+
+/// The node table: node ID -> inode, with the kernel's lookup counts.
+final class InodeTable: @unchecked Sendable {
+    private let mutex = PMutex()
+    private var nodes: [UInt64: Inode] = [:]
+    let root: Inode
+
+    init(rootFD: Int32, rootStat: stat) {
+        root = Inode(nodeID: UInt64(FUSE_ROOT_ID_VALUE), fd: rootFD, st: rootStat)
+        root.lookups = 1   // never forgotten
+        nodes[root.nodeID] = root
+    }
+
+    func get(_ id: UInt64) -> Inode? {
+        mutex.withLock { nodes[id] }
+    }
+
+    func require(_ id: UInt64) throws -> Inode {
+        guard let n = get(id) else { throw FSError.notFound }
+        return n
+    }
+
+    /// Registers one more kernel reference to the file open at `fd` (stat `st`), named
+    /// `name` in `parent`. Takes ownership of `fd` (closes it if the node already exists).
+    func insert(fd: Int32, st: stat, parent: UInt64, name: [UInt8]) -> Inode {
+        let id = nodeID(for: st)
+        let (node, dup): (Inode, Bool) = mutex.withLock {
+            if let n = nodes[id], n.backingIno == UInt64(st.st_ino) {
+                n.lookups += 1
+                n.parentID = parent
+                n.name = name
+                return (n, true)
+            }
+            let n = Inode(nodeID: id, fd: fd, st: st)
+            n.lookups = 1
+            n.parentID = parent
+            n.name = name
+            nodes[id] = n
+            return (n, false)
+        }
+        if dup { close(fd) }
+        return node
+    }
+
+    /// One more reference to a node already in the table (link, readdirplus of a known node).
+    func addLookup(_ node: Inode) {
+        mutex.withLock { node.lookups += 1 }
+    }
+
+    func nodeID(for st: stat) -> UInt64 {
+        UInt64(st.st_ino) == root.backingIno ? root.nodeID : UInt64(st.st_ino)
+    }
+
+    /// The kernel dropped `n` references; the node goes away at zero.
+    func forget(_ id: UInt64, _ n: UInt64) {
+        let gone: Inode? = mutex.withLock {
+            guard let node = nodes[id], node !== root else { return nil }
+            node.lookups = node.lookups > n ? node.lookups - n : 0
+            if node.lookups == 0 {
+                nodes[id] = nil
+                return node
+            }
+            return nil
+        }
+        if let g = gone {
+            // An open handle keeps its own backing fd; the PV_O_PATH fd is only for names.
+            close(g.fd)
+        }
+    }
+
+    /// "dir/sub/name" of a node as far as the table knows it (for logs).
+    func path(of id: UInt64) -> String {
+        mutex.withLock {
+            var parts: [String] = []
+            var cur = id
+            var guardCount = 0
+            while cur != root.nodeID, let n = nodes[cur], guardCount < 256 {
+                parts.append(String(decoding: n.name, as: UTF8.self))
+                cur = n.parentID
+                guardCount += 1
+            }
+            return "/" + parts.reversed().joined(separator: "/")
+        }
+    }
+
+    /// Every node with open content (for lock and status).
+    func openContents() -> [ContentState] {
+        let all = mutex.withLock { Array(nodes.values) }
+        return all.compactMap { n in n.stateLock.withLock { n.content } }
+    }
+
+    func closeAll() {
+        let all: [Inode] = mutex.withLock {
+            let a = Array(nodes.values)
+            nodes.removeAll()
+            nodes[root.nodeID] = root
+            return a
+        }
+        for n in all where n !== root { close(n.fd) }
+    }
+}
+
+let FUSE_ROOT_ID_VALUE: UInt64 = 1
+
+/// The plaintext content of one open file, shared by all its open handles (two handles
+/// must see each other's writes), refcounted by them.
+final class ContentState: @unchecked Sendable {
+    let fd: Int32
+    let file: FileContent
+    let writable: Bool
+    let rw = PRWLock()
+    private var cls: ProtectionClass?
+    var protectionClass: ProtectionClass? { rw.withReadLock { cls } }
+    // Guarded by the inode's stateLock.
+    var opens = 0
+    var writers = 0
+    // Guarded by `rw` (written under the write lock).
+    private var keyWiped = false
+    var isKeyWiped: Bool { rw.withReadLock { keyWiped } }
+
+    init(fd: Int32, file: FileContent, writable: Bool) {
+        self.fd = fd
+        self.file = file
+        self.writable = writable
+        cls = file.protectionClass
+    }
+
+    /// After the backend rewrapped the key (caller holds no lock on `rw`).
+    func protectionClassChanged(to c: ProtectionClass) {
+        rw.withWriteLock { cls = c }
+    }
+
+    func read(into buf: UnsafeMutableRawPointer, count: Int, offset: Int64) throws -> Int {
+        try rw.withReadLock {
+            if keyWiped { throw FSError.locked }
+            return try file.read(into: buf, count: count, offset: offset)
+        }
+    }
+
+    /// `append`: O_APPEND without writeback cache, where the kernel leaves it to us.
+    func write(from buf: UnsafeRawPointer, count: Int, offset: Int64, append: Bool = false) throws -> Int {
+        try rw.withWriteLock {
+            if keyWiped { throw FSError.locked }
+            let at = append ? try file.size() : offset
+            return try file.write(from: buf, count: count, offset: at)
+        }
+    }
+
+    func truncate(to size: Int64) throws {
+        try rw.withWriteLock {
+            if keyWiped { throw FSError.locked }
+            try file.truncate(to: size)
+        }
+    }
+
+    func size() throws -> Int64 {
+        try rw.withReadLock { try file.size() }
+    }
+
+    func sync(dataOnly: Bool) throws {
+        try rw.withWriteLock {
+            if keyWiped { throw FSError.locked }
+            try file.sync(dataOnly: dataOnly)
+        }
+    }
+
+    /// Device lock for a `complete` file: waits for requests in flight, then forgets the key.
+    func wipeKey() {
+        rw.withWriteLock {
+            keyWiped = true
+            file.wipeKey()
+        }
+    }
+
+    /// Last handle gone: the content closes its backing fd and wipes its key.
+    func close() {
+        rw.withWriteLock { try? file.close() }
+    }
+}
+
+/// `fuse_file_info.fh` of an open regular file.
+final class OpenFile {
+    let inode: Inode
+    let content: ContentState
+    let writes: Bool
+    let append: Bool
+    init(inode: Inode, content: ContentState, writes: Bool, append: Bool) {
+        self.inode = inode
+        self.content = content
+        self.writes = writes
+        self.append = append
+    }
+}
+
+/// `fuse_file_info.fh` of an open directory: the listing taken at opendir, so offsets
+/// are indexes and stay valid while entries come and go.
+final class OpenDirectory {
+    struct Entry {
+        let name: [UInt8]      // plaintext, NUL-terminated for libfuse
+        let backing: [UInt8]
+        let ino: UInt64
+        let type: UInt8
+    }
+    let inode: Inode
+    let entries: [Entry]
+    init(inode: Inode, entries: [Entry]) {
+        self.inode = inode
+        self.entries = entries
+    }
+}

@@ -1,0 +1,56 @@
+import Glibc
+
+/// A heap-allocated pthread mutex: libfuse worker threads share the filesystem's tables,
+/// and a heap allocation keeps the mutex's address stable (Swift may move inline storage).
+final class PMutex: @unchecked Sendable {
+    private let m: UnsafeMutablePointer<pthread_mutex_t>
+
+    init() {
+        m = .allocate(capacity: 1)
+        m.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(m, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(m)
+        m.deallocate()
+    }
+
+    @inline(__always)
+    func withLock<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_mutex_lock(m)
+        defer { pthread_mutex_unlock(m) }
+        return try body()
+    }
+}
+
+/// A heap-allocated pthread read-write lock: many concurrent readers of one file's
+/// content, one writer at a time (a write may rewrite a whole chunk).
+final class PRWLock: @unchecked Sendable {
+    private let l: UnsafeMutablePointer<pthread_rwlock_t>
+
+    init() {
+        l = .allocate(capacity: 1)
+        l.initialize(to: pthread_rwlock_t())
+        pthread_rwlock_init(l, nil)
+    }
+
+    deinit {
+        pthread_rwlock_destroy(l)
+        l.deallocate()
+    }
+
+    @inline(__always)
+    func withReadLock<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_rwlock_rdlock(l)
+        defer { pthread_rwlock_unlock(l) }
+        return try body()
+    }
+
+    @inline(__always)
+    func withWriteLock<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_rwlock_wrlock(l)
+        defer { pthread_rwlock_unlock(l) }
+        return try body()
+    }
+}

@@ -1,0 +1,311 @@
+import Glibc
+import CFuse
+import PhotoVaultCrypto
+
+/// Name and attribute operations. Each takes the request and replies exactly once.
+extension VaultFileSystem {
+    // MARK: - Helpers
+
+    func fail(_ req: fuse_req_t?, _ error: Error, _ what: @autoclosure () -> String) {
+        let e = FSError.from(error)
+        if case .integrity(let detail) = e {
+            log("EIO: \(what()): \(detail)")
+        } else if options.debug {
+            log("\(what()): \(e)")
+        }
+        fuse_reply_err(req, e.errno)
+    }
+
+    func naming(of dir: Inode) throws -> DirectoryNaming {
+        guard dir.isDirectory else { throw FSError.notDirectory }
+        return try dir.stateLock.withLock {
+            if let n = dir.naming { return n }
+            let n = try backend.naming(forDirectory: dir.fd)
+            dir.naming = n
+            return n
+        }
+    }
+
+    static func bytes(_ name: UnsafePointer<CChar>?) -> [UInt8] {
+        guard let name else { return [] }
+        return Array(UnsafeRawBufferPointer(start: name, count: strlen(name)))
+    }
+
+    func childPath(_ parent: UInt64, _ name: [UInt8]) -> String {
+        let p = table.path(of: parent)
+        return (p == "/" ? "" : p) + "/" + String(decoding: name, as: UTF8.self)
+    }
+
+    /// The attributes the user sees: backing attributes with the plaintext size.
+    func presented(_ st: stat, _ node: Inode) -> stat {
+        var a = st
+        if node.isRegular {
+            let open = node.stateLock.withLock { node.content }
+            if let c = open, let s = try? c.size() {
+                a.st_size = off_t(s)
+            } else {
+                a.st_size = off_t(backend.plaintextSize(backingSize: Int64(st.st_size)))
+            }
+        } else if node.isSymlink, let raw = try? Syscall.readlink(node.fd),
+                  let plain = try? backend.openLinkTarget(raw) {
+            a.st_size = off_t(plain.count)
+        }
+        return a
+    }
+
+    func attributes(of node: Inode) throws -> stat {
+        var st = stat()
+        guard fstatat(node.fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
+        return presented(st, node)
+    }
+
+    func entry(_ node: Inode, _ st: stat) -> fuse_entry_param {
+        var e = fuse_entry_param()
+        e.ino = node.nodeID
+        e.generation = 0
+        e.attr = presented(st, node)
+        e.attr_timeout = timeout
+        e.entry_timeout = timeout
+        return e
+    }
+
+    /// Looks up backing entry `backing` of `parent` and counts one kernel reference.
+    func lookupBacking(_ parent: Inode, _ backing: [UInt8], plain: [UInt8]) throws -> fuse_entry_param {
+        let fd = Syscall.openat(parent.fd, backing, PV_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw FSError.last() }
+        var st = stat()
+        guard fstatat(fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else {
+            let e = errno; close(fd); throw FSError.posix(e)
+        }
+        let node = table.insert(fd: fd, st: st, parent: parent.nodeID, name: plain)
+        return entry(node, st)
+    }
+
+    // MARK: - Lookup and attributes
+
+    func lookup(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
+        let name = Self.bytes(cname)
+        do {
+            let p = try table.require(parent)
+            let b = try backend.backingName(name, in: try naming(of: p), dirFD: p.fd)
+            var e = try lookupBacking(p, b, plain: name)
+            fuse_reply_entry(req, &e)
+        } catch FSError.posix(ENOENT) {
+            // Negative entry: the kernel caches the absence (cp and rsync probe a lot).
+            var e = fuse_entry_param()
+            e.entry_timeout = timeout
+            fuse_reply_entry(req, &e)
+        } catch {
+            fail(req, error, "lookup \(childPath(parent, name))")
+        }
+    }
+
+    func forget(_ ino: fuse_ino_t, _ n: UInt64) {
+        table.forget(ino, n)
+    }
+
+    func getattr(_ req: fuse_req_t?, _ ino: fuse_ino_t) {
+        do {
+            var st = try attributes(of: try table.require(ino))
+            fuse_reply_attr(req, &st, timeout)
+        } catch {
+            fail(req, error, "getattr \(table.path(of: ino))")
+        }
+    }
+
+    func setattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ attr: UnsafeMutablePointer<stat>?,
+                 _ valid: Int32, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        do {
+            let node = try table.require(ino)
+            guard let a = attr?.pointee else { throw FSError.invalidArgument }
+            let proc = Syscall.procPath(node.fd)
+            if valid & FUSE_SET_ATTR_MODE != 0 {
+                guard !node.isSymlink else { throw FSError.notSupported }
+                guard chmod(proc, a.st_mode & 0o7777) == 0 else { throw FSError.last() }
+            }
+            if valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
+                let uid = valid & FUSE_SET_ATTR_UID != 0 ? a.st_uid : uid_t.max
+                let gid = valid & FUSE_SET_ATTR_GID != 0 ? a.st_gid : gid_t.max
+                guard fchownat(node.fd, "", uid, gid, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
+            }
+            if valid & FUSE_SET_ATTR_SIZE != 0 {
+                guard node.isRegular else { throw node.isDirectory ? FSError.isDirectory : FSError.invalidArgument }
+                if let h = handle(fi) {
+                    try h.content.truncate(to: Int64(a.st_size))
+                } else {
+                    let c = try acquireContent(node, writes: true)
+                    defer { releaseContent(node, c, writes: true) }
+                    try c.truncate(to: Int64(a.st_size))
+                }
+            }
+            if valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW) != 0 {
+                var tv = [timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT_VALUE)), timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT_VALUE))]
+                if valid & FUSE_SET_ATTR_ATIME_NOW != 0 { tv[0].tv_nsec = Int(UTIME_NOW_VALUE) }
+                else if valid & FUSE_SET_ATTR_ATIME != 0 { tv[0] = a.st_atim }
+                if valid & FUSE_SET_ATTR_MTIME_NOW != 0 { tv[1].tv_nsec = Int(UTIME_NOW_VALUE) }
+                else if valid & FUSE_SET_ATTR_MTIME != 0 { tv[1] = a.st_mtim }
+                // /proc/self/fd/N of an PV_O_PATH fd names the file itself, symlinks included.
+                guard utimensat(AT_FDCWD, proc, tv, 0) == 0 else { throw FSError.last() }
+            }
+            var st = try attributes(of: node)
+            fuse_reply_attr(req, &st, timeout)
+        } catch {
+            fail(req, error, "setattr \(table.path(of: ino))")
+        }
+    }
+
+    func access(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ mask: Int32) {
+        do {
+            let node = try table.require(ino)
+            guard faccessat(AT_FDCWD, Syscall.procPath(node.fd), mask, 0) == 0 else { throw FSError.last() }
+            fuse_reply_err(req, 0)
+        } catch {
+            fail(req, error, "access \(table.path(of: ino))")
+        }
+    }
+
+    func statfs(_ req: fuse_req_t?) {
+        var sv = statvfs()
+        if fstatvfs(table.root.fd, &sv) != 0 {
+            fuse_reply_err(req, errno)
+        } else {
+            sv.f_namemax = 255
+            fuse_reply_statfs(req, &sv)
+        }
+    }
+
+    // MARK: - Creating and removing names
+
+    func mkdir(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?, _ mode: mode_t) {
+        let name = Self.bytes(cname)
+        do {
+            let p = try table.require(parent)
+            let nm = try naming(of: p)
+            let b = try backend.prepareName(name, in: nm, dirFD: p.fd)
+            try backend.makeDirectory(named: b, in: p.fd, parent: nm, mode: mode & 0o7777)
+            var e = try lookupBacking(p, b, plain: name)
+            fuse_reply_entry(req, &e)
+        } catch {
+            fail(req, error, "mkdir \(childPath(parent, name))")
+        }
+    }
+
+    func rmdir(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
+        let name = Self.bytes(cname)
+        do {
+            let p = try table.require(parent)
+            let nm = try naming(of: p)
+            let b = try backend.backingName(name, in: nm, dirFD: p.fd)
+            try backend.removeDirectory(named: b, in: p.fd)
+            backend.nameRemoved(b, in: nm, dirFD: p.fd)
+            fuse_reply_err(req, 0)
+        } catch {
+            fail(req, error, "rmdir \(childPath(parent, name))")
+        }
+    }
+
+    func unlink(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
+        let name = Self.bytes(cname)
+        do {
+            let p = try table.require(parent)
+            let nm = try naming(of: p)
+            let b = try backend.backingName(name, in: nm, dirFD: p.fd)
+            guard Syscall.unlinkat(p.fd, b, 0) == 0 else { throw FSError.last() }
+            backend.nameRemoved(b, in: nm, dirFD: p.fd)
+            fuse_reply_err(req, 0)
+        } catch {
+            fail(req, error, "unlink \(childPath(parent, name))")
+        }
+    }
+
+    func symlink(_ req: fuse_req_t?, _ link: UnsafePointer<CChar>?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
+        let name = Self.bytes(cname)
+        do {
+            let p = try table.require(parent)
+            let sealed = try backend.sealLinkTarget(Self.bytes(link))
+            let b = try backend.prepareName(name, in: try naming(of: p), dirFD: p.fd)
+            guard Syscall.symlinkat(sealed, p.fd, b) == 0 else { throw FSError.last() }
+            var e = try lookupBacking(p, b, plain: name)
+            fuse_reply_entry(req, &e)
+        } catch {
+            fail(req, error, "symlink \(childPath(parent, name))")
+        }
+    }
+
+    func readlink(_ req: fuse_req_t?, _ ino: fuse_ino_t) {
+        do {
+            let node = try table.require(ino)
+            guard node.isSymlink else { throw FSError.invalidArgument }
+            var plain = try backend.openLinkTarget(try Syscall.readlink(node.fd))
+            plain.append(0)
+            plain.withUnsafeBufferPointer { p in
+                p.baseAddress!.withMemoryRebound(to: CChar.self, capacity: p.count) { _ = fuse_reply_readlink(req, $0) }
+            }
+        } catch {
+            fail(req, error, "readlink \(table.path(of: ino))")
+        }
+    }
+
+    func link(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ newparent: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
+        let name = Self.bytes(cname)
+        do {
+            let node = try table.require(ino)
+            let p = try table.require(newparent)
+            let b = try backend.prepareName(name, in: try naming(of: p), dirFD: p.fd)
+            let rc = Syscall.withCName(b) { linkat(AT_FDCWD, Syscall.procPath(node.fd), p.fd, $0, AT_SYMLINK_FOLLOW) }
+            guard rc == 0 else { throw FSError.last() }
+            var st = stat()
+            guard fstatat(node.fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
+            table.addLookup(node)
+            var e = entry(node, st)
+            fuse_reply_entry(req, &e)
+        } catch {
+            fail(req, error, "link \(childPath(newparent, name))")
+        }
+    }
+
+    func rename(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?,
+                _ newparent: fuse_ino_t, _ cnewname: UnsafePointer<CChar>?, _ flags: UInt32) {
+        let name = Self.bytes(cname), newname = Self.bytes(cnewname)
+        do {
+            guard flags & ~UInt32(RENAME_NOREPLACE_VALUE | RENAME_EXCHANGE_VALUE) == 0 else { throw FSError.invalidArgument }
+            let p = try table.require(parent), np = try table.require(newparent)
+            let nm = try naming(of: p), nnm = try naming(of: np)
+            let ob = try backend.backingName(name, in: nm, dirFD: p.fd)
+            let nb = try backend.prepareName(newname, in: nnm, dirFD: np.fd)
+            guard Syscall.renameat2(p.fd, ob, np.fd, nb, flags) == 0 else { throw FSError.last() }
+            if flags & UInt32(RENAME_EXCHANGE_VALUE) == 0 && !(p === np && ob == nb) {
+                backend.nameRemoved(ob, in: nm, dirFD: p.fd)
+            }
+            fuse_reply_err(req, 0)
+        } catch {
+            fail(req, error, "rename \(childPath(parent, name)) -> \(childPath(newparent, newname))")
+        }
+    }
+
+    func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?, _ mode: mode_t, _ rdev: dev_t) {
+        let name = Self.bytes(cname)
+        do {
+            let p = try table.require(parent)
+            let b = try backend.prepareName(name, in: try naming(of: p), dirFD: p.fd)
+            if mode & S_IFMT == S_IFREG {
+                let (node, st, content) = try createFile(p, b, plain: name, mode: mode)
+                releaseContent(node, content, writes: true)
+                var e = entry(node, st)
+                fuse_reply_entry(req, &e)
+            } else {
+                guard Syscall.mknodat(p.fd, b, mode, rdev) == 0 else { throw FSError.last() }
+                var e = try lookupBacking(p, b, plain: name)
+                fuse_reply_entry(req, &e)
+            }
+        } catch {
+            fail(req, error, "mknod \(childPath(parent, name))")
+        }
+    }
+}
+
+// Linux values that Glibc does not import as Swift constants.
+let UTIME_NOW_VALUE: Int = (1 << 30) - 1
+let UTIME_OMIT_VALUE: Int = (1 << 30) - 2
+let RENAME_NOREPLACE_VALUE: Int32 = 1
+let RENAME_EXCHANGE_VALUE: Int32 = 2

@@ -1,0 +1,92 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// Identity backend: the backing tree is shown as is. It proves the adapter against a
+/// tree whose expected contents are obvious, and it is what tests compare with.
+final class PlainBackend: TreeBackend, @unchecked Sendable {
+    final class Naming: DirectoryNaming, @unchecked Sendable {}
+    private let naming = Naming()
+
+    func naming(forDirectory fd: Int32) throws -> DirectoryNaming { naming }
+    func backingName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8] { plain }
+    func prepareName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8] { plain }
+    func nameRemoved(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) {}
+    func plainName(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) -> DecodedName { .visible(backing) }
+
+    func makeDirectory(named backing: [UInt8], in parentFD: Int32, parent: DirectoryNaming, mode: mode_t) throws {
+        guard Syscall.mkdirat(parentFD, backing, mode) == 0 else { throw FSError.last() }
+    }
+
+    func removeDirectory(named backing: [UInt8], in parentFD: Int32) throws {
+        guard Syscall.unlinkat(parentFD, backing, AT_REMOVEDIR) == 0 else { throw FSError.last() }
+    }
+
+    func plaintextSize(backingSize: Int64) -> Int64 { backingSize }
+
+    func openContent(fd: Int32, path: String) throws -> FileContent { PlainContent(fd: fd) }
+    func createContent(fd: Int32, protectionClass cls: ProtectionClass?, path: String) throws -> FileContent {
+        PlainContent(fd: fd)
+    }
+    func defaultClass(in dir: DirectoryNaming) -> ProtectionClass? { nil }
+    func setDefaultClass(_ cls: ProtectionClass, in dir: DirectoryNaming, dirFD: Int32) throws { throw FSError.notSupported }
+    func setProtectionClass(_ cls: ProtectionClass, of content: FileContent) throws { throw FSError.notSupported }
+    func protectionClass(ofFile fd: Int32) throws -> ProtectionClass? { nil }
+
+    func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8] { plain }
+    func openLinkTarget(_ sealed: [UInt8]) throws -> [UInt8] { sealed }
+
+    func sealXattrName(_ plain: String) throws -> String { plain }
+    func openXattrName(_ backing: String) -> String? { backing }
+    func sealXattrValue(_ plain: [UInt8], name: String) throws -> [UInt8] { plain }
+    func openXattrValue(_ sealed: [UInt8], name: String) throws -> [UInt8] { sealed }
+
+    func canOpen(_ cls: ProtectionClass) -> Bool { true }
+    func lock() {}
+    func wipeAll() {}
+}
+
+/// Plain file content: pread/pwrite straight on the backing descriptor.
+final class PlainContent: FileContent {
+    let fd: Int32
+    init(fd: Int32) { self.fd = fd }
+
+    var protectionClass: ProtectionClass? { nil }
+
+    func size() throws -> Int64 {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw FSError.last() }
+        return Int64(st.st_size)
+    }
+
+    func read(into buffer: UnsafeMutableRawPointer, count: Int, offset: Int64) throws -> Int {
+        var done = 0
+        while done < count {
+            let n = pread(fd, buffer + done, count - done, off_t(offset) + off_t(done))
+            if n < 0 { if errno == EINTR { continue }; throw FSError.last() }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    func write(from buffer: UnsafeRawPointer, count: Int, offset: Int64) throws -> Int {
+        var done = 0
+        while done < count {
+            let n = pwrite(fd, buffer + done, count - done, off_t(offset) + off_t(done))
+            if n < 0 { if errno == EINTR { continue }; throw FSError.last() }
+            done += n
+        }
+        return done
+    }
+
+    func truncate(to size: Int64) throws {
+        guard ftruncate(fd, off_t(size)) == 0 else { throw FSError.last() }
+    }
+
+    func sync(dataOnly: Bool) throws {
+        guard (dataOnly ? fdatasync(fd) : fsync(fd)) == 0 else { throw FSError.last() }
+    }
+
+    func wipeKey() {}
+    func close() throws { Glibc.close(fd) }
+}

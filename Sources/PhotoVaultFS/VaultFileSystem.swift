@@ -1,0 +1,227 @@
+import Glibc
+import CFuse
+import PhotoVaultCrypto
+import PhotoVaultStore
+
+/// The mounted vault: a libfuse3 low-level filesystem showing one user's plaintext tree
+/// while only ciphertext is written to the backing directory.
+///
+/// Threads: libfuse calls the operations from its worker threads; all shared state sits
+/// in `InodeTable` (mutex), per-inode state (inode mutex) and per-file content (rwlock).
+public final class VaultFileSystem: @unchecked Sendable {
+    let options: MountOptions
+    let backend: TreeBackend
+    let table: InodeTable
+    let log: @Sendable (String) -> Void
+    let timeout: Double
+    private let lifecycle = PMutex()
+    private var session: OpaquePointer?
+    private var mounted = false
+    private var exitRequested = false
+
+    /// Called at the start of every request (idle timer). Set before `mount()`.
+    public var onActivity: (@Sendable () -> Void)?
+
+    /// Mounts a plain passthrough of `root` (no encryption): the adapter's own tests.
+    convenience init(plainRoot root: String, options: MountOptions, log: @escaping @Sendable (String) -> Void) throws {
+        try self.init(rootPath: root, backend: PlainBackend(), options: options, log: log)
+    }
+
+    init(rootPath: String, backend: TreeBackend, options: MountOptions, log: @escaping @Sendable (String) -> Void) throws {
+        let fd = Glibc.open(rootPath, PV_O_PATH | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw MountError.backingUnavailable(rootPath, errno) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { let e = errno; close(fd); throw MountError.backingUnavailable(rootPath, e) }
+        self.options = options
+        self.backend = backend
+        self.log = log
+        self.timeout = options.cacheTimeout
+        table = InodeTable(rootFD: fd, rootStat: st)
+        VaultFileSystem.raiseFileLimit()
+    }
+
+    deinit {
+        if let se = session { fuse_session_destroy(se) }
+        table.closeAll()
+        close(table.root.fd)
+    }
+
+    /// Every open file holds one or two descriptors; photo libraries open many at once.
+    private static func raiseFileLimit() {
+        var rl = rlimit()
+        if getrlimit(RLIMIT_NOFILE_VALUE, &rl) == 0, rl.rlim_cur < rl.rlim_max {
+            rl.rlim_cur = rl.rlim_max
+            _ = setrlimit(RLIMIT_NOFILE_VALUE, &rl)
+        }
+    }
+
+    // MARK: - Session lifecycle
+
+    /// Creates the libfuse session and mounts it. Throws `MountError`.
+    public func mount() throws {
+        guard Glibc.access("/dev/fuse", R_OK | W_OK) == 0 else { throw MountError.fuseUnavailable }
+        let mp = options.mountpoint
+        var st = stat()
+        guard stat(mp, &st) == 0 else {
+            if errno == ENOTCONN { throw MountError.alreadyMounted(mp) }
+            throw MountError.mountpointMissing(mp)
+        }
+        guard st.st_mode & S_IFMT == S_IFDIR else { throw MountError.mountpointNotDirectory(mp) }
+        if VaultFileSystem.isMountPoint(mp) { throw MountError.alreadyMounted(mp) }
+
+        var mountOpts = ["fsname=\(options.fsName)", "subtype=\(options.fsName)"]
+        if options.readOnly { mountOpts.append("ro") }
+        if options.allowOther { mountOpts += ["allow_other", "default_permissions"] }
+        var argv = ["photovault", "-o", mountOpts.joined(separator: ",")]
+        if options.debug { argv.append("-d") }
+
+        // The kernel already applied the caller's umask to every mode it sends us.
+        umask(0)
+
+        var cStrings: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
+        defer { cStrings.forEach { free($0) } }
+        var ops = FuseOps.table()
+        let se: OpaquePointer? = cStrings.withUnsafeMutableBufferPointer { buf in
+            var args = fuse_args(argc: Int32(argv.count), argv: buf.baseAddress, allocated: 0)
+            let s = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size,
+                                     Unmanaged.passUnretained(self).toOpaque())
+            if args.allocated != 0 { fuse_opt_free_args(&args) }
+            return s
+        }
+        guard let se else { throw MountError.sessionFailed }
+        guard fuse_session_mount(se, mp) == 0 else {
+            fuse_session_destroy(se)
+            throw MountError.mountFailed(mp)
+        }
+        lifecycle.withLock {
+            session = se
+            mounted = true
+        }
+    }
+
+    /// Serves requests until unmounted (`fusermount3 -u`) or `requestExit()`. Returns 0 on a
+    /// clean exit. Unmounts, destroys the session and wipes every key before returning.
+    public func run() -> Int32 {
+        guard let se = lifecycle.withLock({ session }) else { return -1 }
+        let cfg = fuse_loop_cfg_create()
+        fuse_loop_cfg_set_max_threads(cfg, 16)
+        fuse_loop_cfg_set_idle_threads(cfg, 4)
+        let rc = fuse_session_loop_mt(se, cfg)
+        fuse_loop_cfg_destroy(cfg)
+        lifecycle.withLock {
+            if mounted { fuse_session_unmount(se); mounted = false }
+            fuse_session_destroy(se)
+            session = nil
+        }
+        table.closeAll()
+        wipeAll()
+        // A signal exit (positive) or an exit we asked for is a clean end.
+        return rc < 0 && !lifecycle.withLock({ exitRequested }) ? rc : 0
+    }
+
+    /// Ends `run()` from any thread: marks the session finished and unmounts, which wakes
+    /// the workers blocked on /dev/fuse.
+    public func requestExit() {
+        let mp: String? = lifecycle.withLock {
+            exitRequested = true
+            guard let se = session, mounted else { return nil }
+            fuse_session_exit(se)
+            return options.mountpoint
+        }
+        guard let mp else { return }
+        if geteuid() == 0 {
+            if umount2(mp, 0) != 0 { _ = umount2(mp, Int32(MNT_DETACH)) }
+        } else {
+            VaultFileSystem.spawnWait("/usr/bin/fusermount3", ["-u", "-z", "--", mp])
+        }
+    }
+
+    /// Device lock: forgets the class keys and the file keys of open `complete` files.
+    public func lock() {
+        backend.lock()
+        for c in table.openContents() where c.protectionClass == .complete {
+            c.wipeKey()
+        }
+        log("vault locked")
+    }
+
+    /// Unmount: every key, class and file, is zeroed.
+    public func wipeAll() {
+        for c in table.openContents() { c.wipeKey() }
+        backend.wipeAll()
+    }
+
+    /// Open handles per protection class (files opened several times count once per handle).
+    public func statusCounts() -> [ProtectionClass: Int] {
+        var out: [ProtectionClass: Int] = [:]
+        for c in table.openContents() {
+            if let cls = c.protectionClass { out[cls, default: 0] += c.opens }
+        }
+        return out
+    }
+
+    /// Open handles that write, of class `cls`: the lock grace period waits for these.
+    public func openWriteHandles(of cls: ProtectionClass) -> Int {
+        table.openContents().filter { $0.protectionClass == cls }.reduce(0) { $0 + $1.writers }
+    }
+
+    static func isMountPoint(_ path: String) -> Bool {
+        guard let f = fopen("/proc/self/mountinfo", "r") else { return false }
+        defer { fclose(f) }
+        var line: UnsafeMutablePointer<CChar>?
+        var cap = 0
+        defer { free(line) }
+        let resolved = realpath(path, nil).map { p -> String in defer { free(p) }; return String(cString: p) } ?? path
+        while getline(&line, &cap, f) > 0 {
+            let fields = String(cString: line!).split(separator: " ")
+            if fields.count > 4, unescapeMountField(String(fields[4])) == resolved { return true }
+        }
+        return false
+    }
+
+    /// mountinfo escapes space, tab, newline and backslash as octal.
+    static func unescapeMountField(_ s: String) -> String {
+        var out: [UInt8] = []
+        let b = Array(s.utf8)
+        var i = 0
+        while i < b.count {
+            if b[i] == 0x5c, i + 3 < b.count,
+               let v = UInt8(String(decoding: b[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
+                out.append(v)
+                i += 4
+            } else {
+                out.append(b[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    @discardableResult
+    static func spawnWait(_ path: String, _ args: [String]) -> Int32 {
+        var pid: pid_t = 0
+        let all = [path] + args
+        var cargs: [UnsafeMutablePointer<CChar>?] = all.map { strdup($0) } + [nil]
+        defer { cargs.forEach { free($0) } }
+        guard posix_spawn(&pid, path, nil, nil, &cargs, environ) == 0 else { return -1 }
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        return status
+    }
+}
+
+let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+
+extension VaultFileSystem {
+    /// Mounts one user's encrypted tree.
+    public convenience init(tree: UserTree, options: MountOptions, log: @escaping @Sendable (String) -> Void) throws {
+        try self.init(rootPath: tree.root, backend: EncryptedBackend(tree: tree), options: options, log: log)
+    }
+
+    /// After `photovault unlock`: restores the class keys. Files whose keys were forgotten
+    /// at lock must be reopened (their old handles keep failing with EACCES).
+    public func unlock(masterKey: SecureBytes) {
+        if let b = backend as? EncryptedBackend { b.tree.keyring.unlock(masterKey: masterKey) }
+        log("vault unlocked")
+    }
+}

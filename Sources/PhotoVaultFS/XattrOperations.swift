@@ -1,0 +1,159 @@
+import Glibc
+import CFuse
+import PhotoVaultCrypto
+
+/// Extended attributes: user attributes are sealed by the backend; a few virtual ones are
+/// answered here and never stored.
+extension VaultFileSystem {
+    static let classAttribute = "user.photovault.class"
+    /// Read-only on every directory: tell indexers (tracker, baloo) and backup tools to
+    /// keep out of the plaintext view.
+    static let robotAttributes = ["user.xdg.robots.index", "user.xdg.robots.backup"]
+
+    func virtualNames(_ node: Inode) -> [String] {
+        guard backend is PlainBackend == false else { return [] }
+        if node.isDirectory { return [Self.classAttribute] + Self.robotAttributes }
+        if node.isRegular { return [Self.classAttribute] }
+        return []
+    }
+
+    /// nil: not a virtual attribute of this node.
+    func virtualGet(_ node: Inode, _ name: String) throws -> [UInt8]? {
+        guard virtualNames(node).contains(name) else { return nil }
+        if Self.robotAttributes.contains(name) { return Array("false".utf8) }
+        if node.isDirectory {
+            return Array((backend.defaultClass(in: try naming(of: node)) ?? .default).name.utf8)
+        }
+        if let c = node.stateLock.withLock({ node.content }), let cls = c.protectionClass {
+            return Array(cls.name.utf8)
+        }
+        let fd = Glibc.open(Syscall.procPath(node.fd), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FSError.last() }
+        defer { close(fd) }
+        guard let cls = try backend.protectionClass(ofFile: fd) else { throw FSError.noAttribute }
+        return Array(cls.name.utf8)
+    }
+
+    /// false: not a virtual attribute of this node.
+    func virtualSet(_ node: Inode, _ name: String, _ value: [UInt8], flags: Int32) throws -> Bool {
+        guard virtualNames(node).contains(name) else { return false }
+        if Self.robotAttributes.contains(name) { throw FSError.permissionDenied }
+        if flags & Int32(XATTR_CREATE) != 0 { throw FSError.exists }
+        var text = String(decoding: value, as: UTF8.self)
+        while text.last == "\n" || text.last == "\0" { text.removeLast() }
+        guard let cls = ProtectionClass(name: text) else { throw FSError.invalidArgument }
+        if node.isDirectory {
+            try backend.setDefaultClass(cls, in: try naming(of: node), dirFD: node.fd)
+        } else {
+            let c = try acquireContent(node, writes: true)
+            defer { releaseContent(node, c, writes: true) }
+            try c.rw.withWriteLock { try backend.setProtectionClass(cls, of: c.file) }
+            c.protectionClassChanged(to: cls)
+        }
+        return true
+    }
+
+    func getxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ cname: UnsafePointer<CChar>?, _ size: Int) {
+        let name = cname.map { String(cString: $0) } ?? ""
+        do {
+            let node = try table.require(ino)
+            let value: [UInt8]
+            if let v = try virtualGet(node, name) {
+                value = v
+            } else {
+                let bname = try backend.sealXattrName(name)
+                value = try backend.openXattrValue(try Self.readXattr(node.fd, bname), name: name)
+            }
+            if size == 0 {
+                fuse_reply_xattr(req, value.count)
+            } else if value.count > size {
+                throw FSError.rangeTooSmall
+            } else {
+                value.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), value.count) }
+            }
+        } catch {
+            fail(req, error, "getxattr \(table.path(of: ino)) \(name)")
+        }
+    }
+
+    func setxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ cname: UnsafePointer<CChar>?,
+                  _ cvalue: UnsafePointer<CChar>?, _ size: Int, _ flags: Int32) {
+        let name = cname.map { String(cString: $0) } ?? ""
+        do {
+            let node = try table.require(ino)
+            let value = cvalue.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+            if try virtualSet(node, name, value, flags: flags) {
+                fuse_reply_err(req, 0)
+                return
+            }
+            let bname = try backend.sealXattrName(name)
+            let sealed = try backend.sealXattrValue(value, name: name)
+            let rc = sealed.withUnsafeBytes { CFuse.setxattr(Syscall.procPath(node.fd), bname, $0.baseAddress, sealed.count, flags) }
+            guard rc == 0 else { throw FSError.last() }
+            fuse_reply_err(req, 0)
+        } catch {
+            fail(req, error, "setxattr \(table.path(of: ino)) \(name)")
+        }
+    }
+
+    func listxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int) {
+        do {
+            let node = try table.require(ino)
+            var names = virtualNames(node)
+            for b in try Self.listXattrs(node.fd) {
+                if let plain = backend.openXattrName(b) { names.append(plain) }
+            }
+            var out: [UInt8] = []
+            for n in names { out += Array(n.utf8) + [0] }
+            if size == 0 {
+                fuse_reply_xattr(req, out.count)
+            } else if out.count > size {
+                throw FSError.rangeTooSmall
+            } else {
+                out.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), out.count) }
+            }
+        } catch {
+            fail(req, error, "listxattr \(table.path(of: ino))")
+        }
+    }
+
+    func removexattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
+        let name = cname.map { String(cString: $0) } ?? ""
+        do {
+            let node = try table.require(ino)
+            if virtualNames(node).contains(name) { throw FSError.permissionDenied }
+            let bname = try backend.sealXattrName(name)
+            guard CFuse.removexattr(Syscall.procPath(node.fd), bname) == 0 else { throw FSError.last() }
+            fuse_reply_err(req, 0)
+        } catch {
+            fail(req, error, "removexattr \(table.path(of: ino)) \(name)")
+        }
+    }
+
+    static func readXattr(_ fd: Int32, _ name: String) throws -> [UInt8] {
+        let path = Syscall.procPath(fd)
+        while true {
+            let n = CFuse.getxattr(path, name, nil, 0)
+            guard n >= 0 else { throw FSError.last() }
+            var buf = [UInt8](repeating: 0, count: max(n, 1))
+            let m = buf.withUnsafeMutableBytes { CFuse.getxattr(path, name, $0.baseAddress, $0.count) }
+            if m < 0 && errno == ERANGE { continue }   // grew in between
+            guard m >= 0 else { throw FSError.last() }
+            return Array(buf[0..<m])
+        }
+    }
+
+    static func listXattrs(_ fd: Int32) throws -> [String] {
+        let path = Syscall.procPath(fd)
+        while true {
+            let n = CFuse.listxattr(path, nil, 0)
+            guard n >= 0 else { throw FSError.last() }
+            if n == 0 { return [] }
+            var buf = [CChar](repeating: 0, count: n)
+            let m = buf.withUnsafeMutableBufferPointer { CFuse.listxattr(path, $0.baseAddress, $0.count) }
+            if m < 0 && errno == ERANGE { continue }
+            guard m >= 0 else { throw FSError.last() }
+            return buf[0..<m].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        }
+    }
+}
