@@ -1,0 +1,396 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// Checks a whole user tree offline (`photovault fsck`): every `.pvdir`, every entry name
+/// (long-name companions included), every file header and every chunk of every file (read
+/// through `ContentFile`, so exactly what a mount would accept), every symlink target and
+/// every `user.pv.*` extended attribute. Entries that belong to no PhotoVault structure are
+/// reported, never fatal.
+///
+/// Without `repair` nothing is written: files are opened read-only (with O_NOATIME where
+/// permitted) and only a shared `TreeLock` is taken. With `repair` (exclusive lock) fsck
+/// makes exactly two kinds of change, each listed in `FsckSummary.actions`:
+///  1. an entry that cannot be decrypted — a damaged name, foreign entry, orphan companion,
+///     directory without a valid `.pvdir`, file with a damaged header or chunk, damaged
+///     symlink or unsupported file type — is moved whole into `/lost+found` (an ordinary
+///     encrypted directory at the tree root, created if missing) under a new, valid name;
+///     a long-named entry's companion is removed after the move, as FORMAT.md prescribes for
+///     any entry leaving a directory;
+///  2. leftover `.pvtmp-*` temp files are deleted (a temp directory only if it holds
+///     nothing but `.pvdir` and temp files).
+/// Damaged extended attributes are reported, not repaired. `/lost+found` itself is not
+/// examined (its entries are counted), so a second fsck after a repair is clean.
+public final class Fsck {
+    public let tree: UserTree
+    public let lockTimeout: Double
+    public static let lostAndFoundName = "lost+found"
+
+    public init(tree: UserTree, lockTimeout: Double = 2) {
+        self.tree = tree
+        self.lockTimeout = lockTimeout
+    }
+
+    public func run(repair: Bool = false, progress: @escaping (ProgressEvent) -> Void = { _ in }) throws -> FsckSummary {
+        let lock = try TreeLock(root: tree.root, mode: repair ? .exclusive : .shared, timeout: lockTimeout)
+        defer { lock.release() }
+        var walk = Walk(tree: tree, repair: repair, progress: progress)
+        let resolver: VaultResolver
+        do { resolver = try VaultResolver(tree: tree) }
+        catch StoreError.integrity(_, let d) {
+            // Without the root's .pvdir nothing below can be named; there is nowhere to repair to.
+            let missing = access(StorePath.join(tree.root, DirectoryInfo.fileName), F_OK) != 0
+            walk.report("/", "", missing ? FsckProblem.Kind.directoryInfoMissing : .directoryInfoDamaged, d)
+            return walk.summary
+        }
+        walk.resolver = resolver
+        walk.summary.directories += 1
+        try walk.directory(resolver.root, storePath: "", isRoot: true)
+        return walk.summary
+    }
+
+    /// O_NOATIME (Linux: 01000000 on x86-64 and arm64): reading must not even touch atimes.
+    /// Refused with EPERM for files the caller does not own; then fsck opens without it.
+    static let noAtime: Int32 = 0o1000000
+
+    /// `%` → `%25` (names never contain `/`), so that `%2F` in a lost+found name always
+    /// stands for a path separator.
+    static func escape(_ name: String) -> String {
+        var out = ""
+        for ch in name { out += ch == "%" ? "%25" : String(ch) }
+        return out
+    }
+
+    static func openForCheck(_ dirfd: Int32, _ name: [CChar], _ flags: Int32) -> Int32 {
+        let fd = openat(dirfd, name, flags | noAtime | O_NOFOLLOW | O_CLOEXEC)
+        if fd >= 0 || errno != EPERM { return fd }
+        return openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC)
+    }
+
+    struct Walk {
+        let tree: UserTree
+        let repair: Bool
+        let progress: (ProgressEvent) -> Void
+        var resolver: VaultResolver!
+        var summary = FsckSummary()
+        var lostAndFound: VaultDirectory?
+
+        init(tree: UserTree, repair: Bool, progress: @escaping (ProgressEvent) -> Void) {
+            self.tree = tree
+            self.repair = repair
+            self.progress = progress
+        }
+
+        mutating func report(_ path: String, _ storePath: String, _ kind: FsckProblem.Kind, _ detail: String) {
+            summary.problems.append(FsckProblem(path: path, storePath: storePath.isEmpty ? "." : storePath, kind: kind, detail: detail))
+        }
+
+        /// "" + n → n (store paths), "/" + n → /n, p + n → p/n.
+        static func join(_ parent: String, _ name: String) -> String {
+            if parent.isEmpty { return name }
+            return parent.hasSuffix("/") ? parent + name : parent + "/" + name
+        }
+
+        /// Checks every entry of an open, authenticated directory.
+        mutating func directory(_ dir: VaultDirectory, storePath: String, isRoot: Bool) throws {
+            progress(.directory(dir.path.description))
+            let entries = try OfflineSys.list(dir.fd)
+            let present = Set(entries.map { $0.raw })
+            for e in entries {
+                let name = e.name
+                let sp = Walk.join(storePath, name)
+                let shownInDir = Walk.join(dir.path.description, name)   // plaintext dir + ciphertext entry
+                if name == DirectoryInfo.fileName { continue }
+                if name.hasPrefix(AtomicFile.tempPrefix) {
+                    report(shownInDir, sp, .leftoverTemp, "temp file of an interrupted write")
+                    if repair { removeTemp(dir.fd, e, storePath: sp) }
+                    continue
+                }
+                if name.hasPrefix(NameCodec.longPrefix) && name.hasSuffix(NameCodec.companionSuffix) {
+                    let owner = Array(e.raw.dropLast(NameCodec.companionSuffix.utf8.count))
+                    if !present.contains(owner) {
+                        report(shownInDir, sp, .orphanCompanion, "long-name companion without its entry")
+                        if repair { try quarantine(dir, e, storePath: sp, suggested: "orphan-companion " + name, isLong: false) }
+                    }
+                    continue   // otherwise checked with its entry
+                }
+                // The name itself.
+                let plain: [UInt8]
+                switch decodeName(e, in: dir) {
+                case .success(let p):
+                    plain = p
+                case .failure(let problem):
+                    report(shownInDir, sp, problem.kind, problem.detail)
+                    if repair { try quarantine(dir, e, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true) }
+                    continue
+                }
+                let path = dir.path.appending(plain)
+                if isRoot && plain == Array(Fsck.lostAndFoundName.utf8) {
+                    summary.lostAndFoundEntries += countVisible(dir.fd, e)
+                    continue
+                }
+                let st: stat
+                do {
+                    guard let s = try OfflineSys.lstat(dir.fd, e.cName) else { continue }   // vanished
+                    st = s
+                } catch {
+                    report(path.description, sp, .unreadable, "\(error)")
+                    continue
+                }
+                var damaged = false
+                if OfflineSys.isDirectory(st) {
+                    damaged = try subdirectory(dir, e, path: path, storePath: sp)
+                } else if OfflineSys.isRegular(st) {
+                    damaged = file(dir, e, path: path, storePath: sp)
+                } else if OfflineSys.isSymlink(st) {
+                    damaged = symlink(dir, e, path: path, storePath: sp)
+                } else {
+                    report(path.description, sp, .unsupportedType, "not a regular file, directory or symlink")
+                    damaged = true
+                }
+                if damaged && repair {
+                    try quarantine(dir, e, storePath: sp, suggested: lostName(path), isLong: true)
+                }
+            }
+        }
+
+        struct NameProblem: Error { let kind: FsckProblem.Kind; let detail: String }
+
+        /// The name checks of `NameCodec.decode`, each failure with its own kind.
+        func decodeName(_ e: OfflineSys.Entry, in dir: VaultDirectory) -> Result<[UInt8], NameProblem> {
+            var full = e.name
+            if full.hasPrefix(NameCodec.longPrefix) {
+                let companion = Array((e.name + NameCodec.companionSuffix).utf8CString)
+                let fd = openat(dir.fd, companion, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                guard fd >= 0 else {
+                    return .failure(NameProblem(kind: .longNameCompanionMissing, detail: "long-name companion file is missing"))
+                }
+                defer { close(fd) }
+                guard let bytes = try? FileIO.readAll(fd, limit: 4096) else {
+                    return .failure(NameProblem(kind: .longNameCompanionMismatch, detail: "long-name companion is unreadable or too large"))
+                }
+                full = String(decoding: bytes, as: UTF8.self)
+                guard NameCodec.longEntry(for: full) == e.name else {
+                    return .failure(NameProblem(kind: .longNameCompanionMismatch, detail: "long-name companion does not match its entry"))
+                }
+            }
+            guard let sealed = Base64URL.decode(full) else {
+                return .failure(NameProblem(kind: .foreignEntry, detail: "not a PhotoVault name (a sync tool's conflict copy or a foreign file?)"))
+            }
+            guard let plain = try? tree.names.names.open(sealed, domain: dir.info.id) else {
+                return .failure(NameProblem(kind: .nameUndecryptable, detail: "name failed authentication (renamed or modified in the store)"))
+            }
+            return .success(plain)
+        }
+
+        /// Returns whether the directory itself is damaged (then it is not entered).
+        mutating func subdirectory(_ parent: VaultDirectory, _ e: OfflineSys.Entry, path: VaultPath, storePath: String) throws -> Bool {
+            let fd = Fsck.openForCheck(parent.fd, e.cName, O_RDONLY | O_DIRECTORY)
+            guard fd >= 0 else {
+                report(path.description, storePath, .unreadable, "cannot open directory: \(String(cString: strerror(errno)))")
+                return false
+            }
+            let info: DirectoryInfo
+            do {
+                info = try DirectoryInfo.read(dirfd: fd, keyring: tree.keyring)
+            } catch {
+                let missing = (try? OfflineSys.lstat(fd, DirectoryInfo.fileName)) ?? nil
+                close(fd)
+                let detail: String
+                if case StoreError.integrity(_, let d) = error { detail = d } else { detail = "\(error)" }
+                report(path.description, storePath, missing == nil ? .directoryInfoMissing : .directoryInfoDamaged, detail)
+                return true
+            }
+            let dir = VaultDirectory(fd: fd, info: info, path: path)
+            summary.directories += 1
+            checkXattrs(fd, path: path.description, storePath: storePath)
+            try directory(dir, storePath: storePath, isRoot: false)
+            return false
+        }
+
+        /// Authenticates the header and every chunk. Returns whether the file is damaged.
+        mutating func file(_ dir: VaultDirectory, _ e: OfflineSys.Entry, path: VaultPath, storePath: String) -> Bool {
+            let display = path.description
+            let fd = Fsck.openForCheck(dir.fd, e.cName, O_RDONLY)
+            guard fd >= 0 else {
+                report(display, storePath, .unreadable, "cannot open: \(String(cString: strerror(errno)))")
+                return false
+            }
+            summary.files += 1
+            guard let st = try? OfflineSys.fstat(fd) else { close(fd); return false }
+            if st.st_size > 0 && st.st_size < FileHeader.size {
+                close(fd)
+                report(display, storePath, .headerTruncated, "\(st.st_size) bytes, shorter than the \(FileHeader.size)-byte header")
+                return true
+            }
+            checkXattrs(fd, path: display, storePath: storePath)
+            let content: ContentFile
+            do {
+                content = try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring, displayPath: display)
+            } catch {
+                close(fd)
+                switch error {
+                case StoreError.integrity(_, let d): report(display, storePath, .headerDamaged, d)
+                case StoreError.unknownVersion(let f, _): report(display, storePath, .headerDamaged, "unknown header version \(f)")
+                default: report(display, storePath, .unreadable, "\(error)")
+                }
+                return true
+            }
+            defer { content.close() }
+            let size: UInt64
+            do { size = try content.size() }
+            catch {
+                let detail: String
+                if case StoreError.integrity(_, let d) = error { detail = d } else { detail = "\(error)" }
+                report(display, storePath, .contentTruncated, detail)
+                return true
+            }
+            let bad = checkChunks(content, size: size)
+            progress(.file(display, bytes: size))
+            guard bad.isEmpty else {
+                let total = (size + UInt64(tree.layout.chunkSize) - 1) / UInt64(tree.layout.chunkSize)
+                let list = bad.prefix(10).map(String.init).joined(separator: ", ") + (bad.count > 10 ? ", …" : "")
+                report(display, storePath, .chunkDamaged,
+                       "\(bad.count) of \(total) chunk\(total == 1 ? "" : "s") failed authentication (chunk \(list))")
+                return true
+            }
+            return false
+        }
+
+        /// Reads the file in large blocks; a block that fails is re-read chunk by chunk so that
+        /// every damaged chunk is named, not only the first.
+        mutating func checkChunks(_ content: ContentFile, size: UInt64) -> [UInt64] {
+            let cs = UInt64(tree.layout.chunkSize)
+            let chunksPerBlock = max(1, (1 << 20) / tree.layout.chunkSize)
+            let block = chunksPerBlock * tree.layout.chunkSize
+            let buf = UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 16)
+            defer { secureZero(UnsafeMutableRawBufferPointer(start: buf, count: block)); buf.deallocate() }
+            var bad: [UInt64] = []
+            var offset: UInt64 = 0
+            while offset < size {
+                let want = Int(min(UInt64(block), size - offset))
+                if let n = try? content.read(into: buf, count: want, offset: offset), n == want {
+                    summary.bytesChecked += UInt64(n)
+                    summary.chunksChecked += (UInt64(n) + cs - 1) / cs
+                } else {
+                    var o = offset
+                    while o < offset + UInt64(want) {
+                        let len = Int(min(cs, size - o))
+                        if let n = try? content.read(into: buf, count: len, offset: o), n == len {
+                            summary.bytesChecked += UInt64(n)
+                            summary.chunksChecked += 1
+                        } else {
+                            bad.append(o / cs)
+                        }
+                        o += UInt64(len)
+                    }
+                }
+                offset += UInt64(want)
+            }
+            return bad
+        }
+
+        mutating func symlink(_ dir: VaultDirectory, _ e: OfflineSys.Entry, path: VaultPath, storePath: String) -> Bool {
+            summary.symlinks += 1
+            do {
+                _ = try LinkTarget.open(try OfflineSys.readLink(dir.fd, e.cName), keyring: tree.keyring)
+                return false
+            } catch StoreError.integrity(_, let d) {
+                report(path.description, storePath, .symlinkDamaged, d)
+                return true
+            } catch {
+                report(path.description, storePath, .unreadable, "\(error)")
+                return false
+            }
+        }
+
+        mutating func checkXattrs(_ fd: Int32, path: String, storePath: String) {
+            guard let names = try? OfflineXattr.names(fd) else { return }
+            for stored in names where stored.hasPrefix(XattrCodec.storedPrefix) {
+                guard tree.xattrs.plainName(stored) != nil else {
+                    report(path, storePath, .xattrDamaged, "extended attribute \(stored) has a name that fails authentication")
+                    continue
+                }
+                do { _ = try tree.xattrs.openValue(try OfflineXattr.get(fd, stored), storedName: stored) }
+                catch { report(path, storePath, .xattrDamaged, "extended attribute \(stored): value failed authentication") }
+            }
+        }
+
+        /// Entries of /lost+found that are not internal (it is not examined further).
+        func countVisible(_ rootfd: Int32, _ e: OfflineSys.Entry) -> Int {
+            guard let fd = try? OfflineSys.openDirectory(rootfd, e.cName) else { return 0 }
+            defer { close(fd) }
+            return ((try? OfflineSys.list(fd)) ?? []).filter { !NameCodec.isInternal($0.name) }.count
+        }
+
+        // MARK: repair
+
+        /// A plaintext path as one name: `/a/b%c` → `a%2Fb%25c` (reversible).
+        func lostName(_ path: VaultPath) -> String {
+            path.components.map {
+                Fsck.escape(String(decoding: $0, as: UTF8.self))
+            }.joined(separator: "%2F")
+        }
+
+        mutating func openLostAndFound() throws -> VaultDirectory {
+            if let lf = lostAndFound { return lf }
+            let entry = try resolver.entry(VaultPath(components: [Array(Fsck.lostAndFoundName.utf8)]))
+            if try entry.stat() == nil { try resolver.makeDirectory(entry, mode: 0o700) }
+            let lf = try resolver.open(entry)
+            lostAndFound = lf
+            return lf
+        }
+
+        /// Moves `e` out of `dir` into /lost+found under a free name derived from `suggested`.
+        mutating func quarantine(_ dir: VaultDirectory, _ e: OfflineSys.Entry, storePath: String, suggested: String, isLong: Bool) throws {
+            let lf = try openLostAndFound()
+            var base = Array(suggested.utf8)
+            if base.count > 240 { base = Array(base.suffix(240)) }   // keep the distinctive end
+            let stem = String(decoding: base, as: UTF8.self)
+            var attempt = 0
+            while true {
+                let name = attempt == 0 ? stem : stem + ".\(attempt)"
+                let plain = Array(name.utf8)
+                let enc = tree.names.encode(plain, in: lf.info)
+                let target = VaultEntry(parent: lf, name: plain, encoded: enc)
+                if try target.stat() == nil {
+                    try NameCodec.writeCompanion(enc, in: lf.fd)
+                    do {
+                        try OfflineSys.rename(dir.fd, e.cName, lf.fd, target.cName, replace: false, display: name)
+                    } catch StoreError.exists {
+                        attempt += 1
+                        continue
+                    } catch {
+                        NameCodec.removeCompanion(enc, in: lf.fd)
+                        throw error
+                    }
+                    if isLong && e.name.hasPrefix(NameCodec.longPrefix) {
+                        unlinkat(dir.fd, e.name + NameCodec.companionSuffix, 0)
+                    }
+                    _ = fsync(lf.fd)
+                    _ = fsync(dir.fd)
+                    summary.actions.append(.movedToLostAndFound(storePath: storePath, name: name))
+                    return
+                }
+                attempt += 1
+            }
+        }
+
+        /// Deletes a leftover temp file, or a temp directory holding only internal files.
+        mutating func removeTemp(_ dirfd: Int32, _ e: OfflineSys.Entry, storePath: String) {
+            guard let st = try? OfflineSys.lstat(dirfd, e.cName) else { return }
+            if OfflineSys.isDirectory(st) {
+                guard let fd = try? OfflineSys.openDirectory(dirfd, e.cName) else { return }
+                defer { close(fd) }
+                let inner = (try? OfflineSys.list(fd)) ?? []
+                guard inner.allSatisfy({ ($0.name == DirectoryInfo.fileName || $0.name.hasPrefix(AtomicFile.tempPrefix)) && $0.type != UInt8(DT_DIR) }) else {
+                    return   // holds real entries: left alone, still reported
+                }
+                for i in inner { unlinkat(fd, i.cName, 0) }
+                guard unlinkat(dirfd, e.cName, AT_REMOVEDIR) == 0 else { return }
+            } else {
+                guard unlinkat(dirfd, e.cName, 0) == 0 else { return }
+            }
+            summary.actions.append(.removedTemp(storePath: storePath))
+        }
+    }
+}

@@ -1,0 +1,80 @@
+/// One thing `fsck` found wrong in a user tree.
+public struct FsckProblem: Equatable, Sendable, CustomStringConvertible {
+    public enum Kind: String, Sendable, CaseIterable {
+        /// A directory without `.pvdir`: none of its names can be decrypted.
+        case directoryInfoMissing
+        /// `.pvdir` of the wrong size, magic or version, or failing its MAC.
+        case directoryInfoDamaged
+        /// A PhotoVault-looking name (base64url) that fails authentication: renamed or modified.
+        case nameUndecryptable
+        /// An entry that is not a PhotoVault name at all: sync-tool conflict copies
+        /// (`name (conflicted copy).x`, `.sync-conflict-…`), files dropped into the store.
+        case foreignEntry
+        /// A long name (`~hash`) without its `~hash.name` companion.
+        case longNameCompanionMissing
+        /// A companion that does not hash to its entry.
+        case longNameCompanionMismatch
+        /// A companion whose entry does not exist.
+        case orphanCompanion
+        /// A `.pvtmp-*` file or directory left by an interrupted write.
+        case leftoverTemp
+        /// A ciphertext file of 1 to 127 bytes.
+        case headerTruncated
+        /// A header with a wrong magic, version, class or cipher, or failing authentication.
+        case headerDamaged
+        /// A ciphertext size no valid file has (the last chunk is cut inside).
+        case contentTruncated
+        /// One or more chunks fail authentication.
+        case chunkDamaged
+        /// A symlink target that is not PhotoVault data or fails authentication.
+        case symlinkDamaged
+        /// A `user.pv.*` extended attribute whose name or value fails authentication.
+        case xattrDamaged
+        /// A FIFO, socket or device node inside the store.
+        case unsupportedType
+        /// The entry could not be read at all (I/O error, permission).
+        case unreadable
+    }
+
+    /// Plaintext vault path; when the entry's own name is damaged, the plaintext path of its
+    /// directory followed by the ciphertext entry name.
+    public let path: String
+    /// Path relative to the tree root in the store (ciphertext names), to find it on disk.
+    public let storePath: String
+    public let kind: Kind
+    public let detail: String
+
+    public init(path: String, storePath: String, kind: Kind, detail: String) {
+        self.path = path
+        self.storePath = storePath
+        self.kind = kind
+        self.detail = detail
+    }
+
+    public var description: String { "\(path): \(kind.rawValue): \(detail)" }
+}
+
+/// A change made by `fsck --repair` (the only two kinds it makes).
+public enum FsckAction: Equatable, Sendable {
+    /// The entry at `storePath` now lives in `/lost+found` under the plaintext name `name`.
+    case movedToLostAndFound(storePath: String, name: String)
+    /// A leftover temp file or directory was deleted.
+    case removedTemp(storePath: String)
+}
+
+public struct FsckSummary: Equatable, Sendable {
+    public var files = 0
+    public var directories = 0
+    public var symlinks = 0
+    /// Plaintext bytes whose chunks were authenticated.
+    public var bytesChecked: UInt64 = 0
+    public var chunksChecked: UInt64 = 0
+    public var problems: [FsckProblem] = []
+    public var actions: [FsckAction] = []
+    /// Entries found in `/lost+found` (quarantined by an earlier repair; not examined).
+    public var lostAndFoundEntries = 0
+
+    public var isClean: Bool { problems.isEmpty }
+
+    public init() {}
+}

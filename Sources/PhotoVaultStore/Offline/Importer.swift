@@ -1,0 +1,227 @@
+import Glibc
+import PhotoVaultCrypto
+
+/// Copies local files into a user tree without a mount (`photovault import`), like
+/// `cp -r SOURCE... DEST/`: each source lands inside the vault directory DEST under its own
+/// name; DEST and its parents are created if missing; directories are merged; regular
+/// files, directories and symlinks are copied with their mode, atime and mtime, and their
+/// `user.*` extended attributes (sealed). FIFOs, sockets and devices are skipped.
+///
+/// Crash safety: a file is written under a `.pvtmp-` name in its target directory, synced,
+/// given its mode and times, and only then renamed to its encrypted name (a long name's
+/// companion is written before that rename). An interrupted import therefore never leaves a
+/// half-written file under a real name; `photovault fsck --repair` removes the temp files.
+///
+/// Standard input: `sources == ["-"]` reads stdin to end of file into a new regular file
+/// whose full vault path is `into` (DEST is then the file, not a directory; its parent
+/// directories are created if missing; mode 0644; times are now).
+///
+/// Holds an exclusive `TreeLock` on the tree root for the whole run.
+public final class Importer {
+    public let tree: UserTree
+    public let stdinFD: Int32
+    public let blockSize: Int
+    public let lockTimeout: Double
+
+    public init(tree: UserTree, stdin: Int32 = STDIN_FILENO, blockSize: Int = 1 << 20, lockTimeout: Double = 2) {
+        self.tree = tree
+        self.stdinFD = stdin
+        self.blockSize = max(blockSize, 4096)
+        self.lockTimeout = lockTimeout
+    }
+
+    /// Mode of a file read from stdin (there is no source mode to keep).
+    public static let stdinMode: mode_t = 0o644
+
+    /// Imports `sources` (local paths, or `["-"]`) into the vault directory `vaultDir`.
+    /// `cls` overrides the class of imported files (default: each target directory's
+    /// default class). Without `force` an existing file or symlink is never replaced
+    /// (`.exists(vault path)`); a directory is never replaced by a non-directory or the
+    /// reverse, even with `force`. Stops at the first error; files completed before it stay.
+    @discardableResult
+    public func `import`(sources: [String], into vaultDir: String, class cls: ProtectionClass? = nil, force: Bool = false,
+                         progress: @escaping (ProgressEvent) -> Void = { _ in }) throws -> TransferSummary {
+        guard !sources.isEmpty else { throw StoreError.invalidArgument("nothing to import") }
+        let lock = try TreeLock(root: tree.root, mode: .exclusive, timeout: lockTimeout)
+        defer { lock.release() }
+        let resolver = try VaultResolver(tree: tree)
+        var run = Run(importer: self, cls: cls, force: force, progress: progress)
+        if sources == ["-"] {
+            let dest = try VaultPath(vaultDir)
+            let entry = try resolver.entry(dest, createParents: true)
+            try run.file(from: stdinFD, stat: Optional<stat>.none, to: entry)
+            return run.summary
+        }
+        guard !sources.contains("-") else { throw StoreError.invalidArgument("'-' (standard input) must be the only source") }
+        let destDir = try resolver.directory(try VaultPath(vaultDir), create: true)
+        for source in sources {
+            let (dirPath, name) = try Importer.split(source)
+            let dirfd = open(dirPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard dirfd >= 0 else { throw StoreError.posix("open \(dirPath)") }
+            defer { close(dirfd) }
+            let cname = Array(name.utf8CString)
+            guard let st = try OfflineSys.lstat(dirfd, cname) else { throw StoreError.notFound(source) }
+            let plain = Array(name.utf8)
+            let entry = VaultEntry(parent: destDir, name: plain, encoded: tree.names.encode(plain, in: destDir.info))
+            try run.entry(dirfd: dirfd, name: cname, stat: st, to: entry, resolver: resolver)
+        }
+        return run.summary
+    }
+
+    /// Local source path → (its directory, its own name). `dir/.`, `..` and `/` are resolved
+    /// with realpath so that every source has a real name to land under.
+    static func split(_ source: String) throws -> (String, String) {
+        var s = source
+        while s.count > 1 && s.hasSuffix("/") { s.removeLast() }
+        var name = StorePath.basename(s)
+        if name.isEmpty || name == "." || name == ".." {
+            guard let r = realpath(s, nil) else { throw StoreError.posix("resolve \(source)") }
+            s = String(cString: r)
+            free(r)
+            name = StorePath.basename(s)
+        }
+        guard !name.isEmpty, s != "/" else { throw StoreError.invalidArgument("cannot import '/' itself; name a directory inside it") }
+        return (StorePath.dirname(s), name)
+    }
+
+    /// State of one import run.
+    struct Run {
+        let importer: Importer
+        let cls: ProtectionClass?
+        let force: Bool
+        let progress: (ProgressEvent) -> Void
+        var summary = TransferSummary()
+        var tree: UserTree { importer.tree }
+
+        init(importer: Importer, cls: ProtectionClass?, force: Bool, progress: @escaping (ProgressEvent) -> Void) {
+            self.importer = importer
+            self.cls = cls
+            self.force = force
+            self.progress = progress
+        }
+
+        /// One local entry `name` in `dirfd` with its lstat, copied to `entry`.
+        mutating func entry(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, resolver: VaultResolver) throws {
+            if OfflineSys.isDirectory(st) {
+                try directory(dirfd: dirfd, name: name, stat: st, to: entry, resolver: resolver)
+            } else if OfflineSys.isRegular(st) {
+                let fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                guard fd >= 0 else { throw StoreError.posix("open \(entry.path)") }
+                defer { close(fd) }
+                try file(from: fd, stat: st, to: entry)
+            } else if OfflineSys.isSymlink(st) {
+                try symlink(dirfd: dirfd, name: name, stat: st, to: entry)
+            } else {
+                summary.skipped.append(entry.path.description)
+                progress(.skipped(entry.path.description, reason: "not a regular file, directory or symlink"))
+            }
+        }
+
+        /// Refuses to replace `entry` unless allowed: never a directory, never without force.
+        func checkReplace(_ entry: VaultEntry) throws {
+            guard let existing = try entry.stat() else { return }
+            if !force || OfflineSys.isDirectory(existing) { throw StoreError.exists(entry.path.description) }
+        }
+
+        mutating func directory(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, resolver: VaultResolver) throws {
+            let created: Bool
+            if let existing = try entry.stat() {
+                // Merged like cp -r; a file or symlink in the way is never replaced by a directory.
+                guard OfflineSys.isDirectory(existing) else { throw StoreError.exists(entry.path.description) }
+                created = false
+            } else {
+                // Writable while it is filled; its real mode is set after its children.
+                try resolver.makeDirectory(entry, mode: 0o700)
+                created = true
+            }
+            let dir = try resolver.open(entry)
+            summary.directories += 1
+            progress(.directory(entry.path.description))
+            let srcfd = try OfflineSys.openDirectory(dirfd, name)
+            defer { close(srcfd) }
+            for child in try OfflineSys.list(srcfd) {
+                guard let cst = try OfflineSys.lstat(srcfd, child.cName) else { continue }   // vanished meanwhile
+                let e = VaultEntry(parent: dir, name: child.raw, encoded: tree.names.encode(child.raw, in: dir.info))
+                try self.entry(dirfd: srcfd, name: child.cName, stat: cst, to: e, resolver: resolver)
+            }
+            try importXattrs(from: srcfd, to: dir.fd)
+            if created {
+                _ = fchmod(dir.fd, st.st_mode & 0o7777)
+                OfflineSys.setTimes(dir.fd, from: st)
+            }
+            _ = fsync(dir.fd)
+        }
+
+        /// Streams `src` (a regular file, or stdin when `st` is nil) into a temp file in the
+        /// target directory, then renames it into place.
+        mutating func file(from src: Int32, stat st: stat?, to entry: VaultEntry) throws {
+            try checkReplace(entry)
+            let display = entry.path.description
+            let dirfd = entry.parent.fd
+            let tmp = OfflineSys.temporaryName()
+            let fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw StoreError.posix("create temp file for \(display)") }
+            var placed = false
+            defer { if !placed { unlinkat(dirfd, tmp, 0) } }
+            let content: ContentFile
+            do {
+                content = try ContentFile.create(fd: fd, layout: tree.layout, keyring: tree.keyring,
+                                                 protectionClass: cls ?? entry.parent.info.defaultClass, displayPath: display)
+            } catch { close(fd); throw error }
+            defer { content.close() }
+            progress(.fileStarted(display, size: st.map { UInt64($0.st_size) }))
+            let block = importer.blockSize
+            let buf = UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 16)
+            defer { secureZero(UnsafeMutableRawBufferPointer(start: buf, count: block)); buf.deallocate() }
+            var offset: UInt64 = 0
+            while true {
+                let n = try OfflineSys.readStream(src, buf, block)
+                if n > 0 {
+                    _ = try content.write(from: buf, count: n, offset: offset)
+                    offset += UInt64(n)
+                    progress(.fileProgress(display, done: offset))
+                }
+                if n < block { break }
+            }
+            if st != nil { try importXattrs(from: src, to: fd) }
+            _ = fchmod(fd, st.map { $0.st_mode & 0o7777 } ?? Importer.stdinMode)
+            try content.sync()
+            if let st = st { OfflineSys.setTimes(fd, from: st) }
+            try NameCodec.writeCompanion(entry.encoded, in: dirfd)
+            try OfflineSys.rename(dirfd, Array(tmp.utf8CString), dirfd, entry.cName, replace: force, display: display)
+            placed = true
+            summary.files += 1
+            summary.bytes += offset
+            progress(.file(display, bytes: offset))
+        }
+
+        mutating func symlink(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry) throws {
+            try checkReplace(entry)
+            let display = entry.path.description
+            let target = try OfflineSys.readLink(dirfd, name)
+            let sealed: String
+            do { sealed = try LinkTarget.seal(target, keyring: tree.keyring) }
+            catch { throw StoreError.io(errno: ENAMETOOLONG, context: "symlink target of \(display) is longer than \(LinkTarget.maxPlainLength) bytes") }
+            let tmp = OfflineSys.temporaryName()
+            guard symlinkat(sealed, entry.parent.fd, tmp) == 0 else { throw StoreError.posix("symlink \(display)") }
+            var placed = false
+            defer { if !placed { unlinkat(entry.parent.fd, tmp, 0) } }
+            OfflineSys.setTimes(entry.parent.fd, tmp, from: st)
+            try NameCodec.writeCompanion(entry.encoded, in: entry.parent.fd)
+            try OfflineSys.rename(entry.parent.fd, Array(tmp.utf8CString), entry.parent.fd, entry.cName, replace: force, display: display)
+            placed = true
+            summary.symlinks += 1
+            progress(.symlink(display))
+        }
+
+        /// Seals the source's `user.*` attributes onto the ciphertext entry (the stored name
+        /// and value as FORMAT.md section 8); other namespaces are not copied.
+        func importXattrs(from src: Int32, to dst: Int32) throws {
+            for name in try OfflineXattr.names(src) where name.hasPrefix("user.") {
+                let value = try OfflineXattr.get(src, name)
+                let stored = tree.xattrs.storedName(Array(name.utf8))
+                try OfflineXattr.set(dst, stored, tree.xattrs.sealValue(value, storedName: stored))
+            }
+        }
+    }
+}

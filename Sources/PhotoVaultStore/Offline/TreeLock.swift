@@ -1,0 +1,44 @@
+import Glibc
+
+/// `flock(2)` on a user tree's root directory, held for the whole of an offline operation:
+/// exclusive for writers (import, `fsck --repair`, class changes), shared for readers
+/// (export, fsck, class get/list). Two offline writers never interleave, and a writer never
+/// runs under a reader. A mount daemon that holds a shared lock on the same directory for
+/// its lifetime keeps offline writers out while it is mounted (docs/OFFLINE.md).
+///
+/// The lock belongs to this object's own open file description, so two locks in one process
+/// exclude each other just as two processes do. It is released by `release()`, on deinit,
+/// or by the kernel if the process dies.
+public final class TreeLock {
+    public enum Mode: Sendable { case shared, exclusive }
+
+    private var fd: Int32
+    public let mode: Mode
+
+    /// Polls the non-blocking lock until `timeout` seconds have passed, then throws
+    /// `.storeBusy` (a blocking flock cannot time out without signals).
+    public init(root: String, mode: Mode, timeout: Double = 2) throws {
+        let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError.posix("open \(root)") }
+        let op = (mode == .exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        let start = Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        while flock(fd, op) != 0 {
+            let e = errno
+            if e == EINTR { continue }
+            guard e == EWOULDBLOCK else { close(fd); throw StoreError.posix("flock \(root)", e) }
+            clock_gettime(CLOCK_MONOTONIC, &ts)
+            if Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 - start >= timeout { close(fd); throw StoreError.storeBusy }
+            usleep(20_000)
+        }
+        self.fd = fd
+        self.mode = mode
+    }
+
+    public func release() {
+        if fd >= 0 { close(fd); fd = -1 }
+    }
+
+    deinit { release() }
+}
