@@ -120,6 +120,10 @@ final class InodeTable: @unchecked Sendable {
         }
     }
 
+    func regularFileIDs() -> [UInt64] {
+        mutex.withLock { nodes.values.filter { $0.isRegular }.map { $0.nodeID } }
+    }
+
     /// Every node with open content (for lock and status).
     func openContents() -> [ContentState] {
         let all = mutex.withLock { Array(nodes.values) }

@@ -138,6 +138,14 @@ public final class VaultFileSystem: @unchecked Sendable {
 
     /// Device lock: forgets the class keys and the file keys of open `complete` files.
     public func lock() {
+        // Drop plaintext pages from the kernel's cache first (it would otherwise keep serving
+        // reads of `complete` files after lock); with writeback caching this also flushes
+        // dirty pages to us while the keys still exist.
+        if let se = lifecycle.withLock({ mounted ? session : nil }) {
+            for id in table.regularFileIDs() {
+                _ = fuse_lowlevel_notify_inval_inode(se, id, 0, 0)
+            }
+        }
         backend.lock()
         for c in table.openContents() where c.protectionClass == .complete {
             c.wipeKey()

@@ -117,7 +117,7 @@ final class MountHarness {
     /// Runs a bash snippet with `$M` = mount point and `$B` = backing dir; fails the test on error.
     @discardableResult
     func shell(_ script: String, file: StaticString = #filePath, line: UInt = #line) -> String {
-        let r = MountHarness.run(["bash", "-c", "set -euo pipefail; M='\(mountpoint)'; B='\(backing)'; " + script])
+        let r = MountHarness.run(["bash", "-xc", "set -euo pipefail; M='\(mountpoint)'; B='\(backing)'; " + script])
         XCTAssertEqual(r.status, 0, "script failed: \(script)\nstdout: \(r.out)\nstderr: \(r.err)", file: file, line: line)
         return r.out
     }

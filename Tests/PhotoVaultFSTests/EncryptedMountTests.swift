@@ -1,0 +1,208 @@
+import Foundation
+import XCTest
+import PhotoVaultCrypto
+import PhotoVaultStore
+@testable import PhotoVaultFS
+
+/// The adapter over a real encrypted tree: plaintext above, only ciphertext below.
+final class EncryptedMountTests: XCTestCase {
+    var h: MountHarness!
+    /// The account master key, kept so a test can remount (run() wipes the keyring).
+    var master: [UInt8] = SecureRandom.bytes(32)
+    static let layout = ChunkLayout(cipher: .preferred, chunkSize: 4096)
+
+    func makeTree(_ root: String) -> UserTree {
+        UserTree(root: root, keyring: UserKeyring(masterKey: SecureBytes(copying: master)), layout: Self.layout)
+    }
+
+    override func setUpWithError() throws {
+        h = try MountHarness(prepare: { root in
+            try UserTree.initialiseRoot(at: root, keyring: UserKeyring(masterKey: SecureBytes(copying: self.master)))
+        }, make: { root, options, log in
+            try VaultFileSystem(tree: self.makeTree(root), options: options, log: log)
+        })
+        try h.start()
+    }
+
+    override func tearDown() {
+        h?.cleanUp()
+        h = nil
+    }
+
+    func assertNoLeak(_ needles: [String], file: StaticString = #filePath, line: UInt = #line) {
+        let hay = h.backingBytes()
+        for n in needles {
+            XCTAssertNil(hay.range(of: Data(n.utf8)), "plaintext '\(n)' found in the backing tree", file: file, line: line)
+        }
+    }
+
+    func testRoundTripWithRealToolsLeavesOnlyCiphertext() throws {
+        let longName = String(repeating: "long-photo-name-", count: 14) + "end.jpg"   // 231 bytes: a long-name entry
+        h.shell("""
+        mkdir -p "$M/Holidays/Beach"
+        printf 'SECRETCONTENT-%.0s' $(seq 1 1000) > "$M/Holidays/Beach/notes.txt"
+        test "$(stat -c %s "$M/Holidays/Beach/notes.txt")" = 14000
+        grep -q SECRETCONTENT "$M/Holidays/Beach/notes.txt"
+        dd if=/dev/urandom of="$B/../src.bin" bs=100k count=13 status=none
+        cp "$B/../src.bin" "$M/Holidays/photo.raw"
+        cmp "$B/../src.bin" "$M/Holidays/photo.raw"
+        test "$(stat -c %s "$M/Holidays/photo.raw")" = "$(stat -c %s "$B/../src.bin")"
+        echo tail >> "$M/Holidays/photo.raw"
+        tail -c 5 "$M/Holidays/photo.raw" | grep -q tail
+        truncate -s 5000 "$M/Holidays/photo.raw"; cmp -n 5000 "$B/../src.bin" "$M/Holidays/photo.raw"
+        test "$(stat -c %s "$M/Holidays/photo.raw")" = 5000
+        truncate -s 9000 "$M/Holidays/photo.raw"
+        test "$(tail -c 4000 "$M/Holidays/photo.raw" | tr -d '\\0' | wc -c)" = 0
+        dd if=/dev/urandom of="$M/Holidays/photo.raw" bs=1 count=10 seek=4090 conv=notrunc status=none
+        test "$(stat -c %s "$M/Holidays/photo.raw")" = 9000
+        echo x > "$M/\(longName)"
+        test "$(cat "$M/\(longName)")" = x
+        ls "$M" | grep -qx '\(longName)'
+        mv "$M/\(longName)" "$M/Holidays/short.txt"
+        test "$(cat "$M/Holidays/short.txt")" = x
+        ln -s Beach/notes.txt "$M/Holidays/SECRETLINK"
+        test "$(readlink "$M/Holidays/SECRETLINK")" = Beach/notes.txt
+        test "$(stat -c %s "$M/Holidays/SECRETLINK")" = 15
+        grep -q SECRETCONTENT "$M/Holidays/SECRETLINK"
+        ln "$M/Holidays/Beach/notes.txt" "$M/Holidays/hardlink.txt"
+        test "$(stat -c %i "$M/Holidays/hardlink.txt")" = "$(stat -c %i "$M/Holidays/Beach/notes.txt")"
+        setfattr -n user.SECRETATTR -v SECRETVALUE "$M/Holidays/Beach/notes.txt"
+        test "$(getfattr --only-values -n user.SECRETATTR "$M/Holidays/Beach/notes.txt")" = SECRETVALUE
+        getfattr -d "$M/Holidays/Beach/notes.txt" | grep -q 'user.SECRETATTR="SECRETVALUE"'
+        tar -C "$M" -cf "$B/../t.tar" Holidays
+        mkdir "$M/Restored"; tar -C "$M/Restored" -xf "$B/../t.tar"
+        diff -r "$M/Holidays" "$M/Restored/Holidays"
+        rsync -a "$M/Holidays/" "$M/Rsynced/"
+        diff -r "$M/Holidays" "$M/Rsynced"
+        rm -r "$M/Restored"
+        test "$(ls -A "$M" | sort | tr '\\n' ' ')" = "Holidays Rsynced "
+        """)
+        rm(h.base + "/src.bin"); rm(h.base + "/t.tar")
+        assertNoLeak(["Holidays", "Beach", "notes", "SECRETCONTENT", "photo", "long-photo-name", "SECRETLINK",
+                      "SECRETATTR", "SECRETVALUE", "Rsynced", "Restored"])
+        // The backing tree holds directory ID files and base64url names only.
+        let names = h.shell("cd \"$B\" && find . -mindepth 1 -printf '%f\\n'").split(separator: "\n")
+        XCTAssertFalse(names.isEmpty)
+        for n in names {
+            XCTAssertTrue(n == ".pvdir" || n.allSatisfy { $0.isLetter || $0.isNumber || "-_~.".contains($0) }, "odd backing name \(n)")
+        }
+    }
+
+    func testContentSurvivesRemount() throws {
+        h.shell("mkdir \"$M/d\"; seq 1 20000 > \"$M/d/numbers\"; ln -s numbers \"$M/d/link\"")
+        let inode = h.shell("stat -c %i \"$M/d/numbers\"")
+        XCTAssertTrue(h.stop())
+        let fs2 = try VaultFileSystem(tree: makeTree(h.backing), options: MountOptions(mountpoint: h.mountpoint), log: { _ in })
+        try fs2.mount()
+        let t = Thread { _ = fs2.run() }
+        t.start()
+        defer { MountHarness.sh("fusermount3", "-u", h.mountpoint); usleep(200_000) }
+        XCTAssertEqual(h.shell("seq 1 20000 | cmp - \"$M/d/numbers\" && readlink \"$M/d/link\""), "numbers\n")
+        XCTAssertEqual(h.shell("stat -c %i \"$M/d/numbers\""), inode)
+    }
+
+    func testTamperedChunkIsEIOAndLogged() throws {
+        h.shell("mkdir \"$M/album\"; head -c 20000 /dev/zero > \"$M/album/victim.jpg\"")
+        // Flip one byte of the second chunk of the only regular file in the album.
+        let file = h.shell("find \"$B\" -type f -size +10k").trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertFalse(file.isEmpty)
+        let offset = 128 + 4096 + Self.layout.overhead + 100
+        h.shell("printf '\\xff' | dd of='\(file)' bs=1 seek=\(offset) conv=notrunc status=none; echo 3 > /proc/sys/vm/drop_caches")
+        let r = h.shellStatus("dd if=\"$M/album/victim.jpg\" of=/dev/null bs=4096 skip=1 count=1 iflag=direct 2>&1")
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(h.shellStatus("dd if=\"$M/album/victim.jpg\" of=/dev/null bs=4096 count=1 iflag=direct status=none").status == 0,
+                      "an intact chunk stays readable")
+        XCTAssertTrue(h.logLines.all.contains { $0.contains("EIO") && $0.contains("/album/victim.jpg") },
+                      "log lines: \(h.logLines.all)")
+    }
+
+    func testTamperedNameIsSkippedAndLogged() throws {
+        h.shell("mkdir \"$M/dir\"; echo a > \"$M/dir/good\"; echo b > \"$M/dir/bad\"")
+        // Rename one backing entry to another valid-looking but unauthenticated name.
+        h.shell("""
+        d=$(find "$B" -mindepth 1 -maxdepth 1 -type d)
+        f=$(ls "$d" | grep -v '^.pvdir$' | head -1)
+        mv "$d/$f" "$d/AAAA${f:4}"
+        """)
+        let listing = h.shell("ls \"$M/dir\"")
+        XCTAssertEqual(listing.split(separator: "\n").count, 1, listing)
+        XCTAssertTrue(h.logLines.all.contains { $0.contains("fails authentication") && $0.contains("/dir") }, "\(h.logLines.all)")
+    }
+
+    func testVirtualAttributes() throws {
+        h.shell("""
+        mkdir "$M/d"; echo x > "$M/d/f"
+        test "$(getfattr --only-values -n user.photovault.class "$M/d/f")" = complete
+        test "$(getfattr --only-values -n user.photovault.class "$M/d")" = complete
+        test "$(getfattr --only-values -n user.xdg.robots.index "$M/d")" = false
+        test "$(getfattr --only-values -n user.xdg.robots.backup "$M")" = false
+        getfattr -d "$M/d" | grep -q 'user.xdg.robots.index="false"'
+        ! setfattr -n user.xdg.robots.index -v true "$M/d" 2>/dev/null
+        ! setfattr -x user.xdg.robots.backup "$M/d" 2>/dev/null
+        setfattr -n user.photovault.class -v none "$M/d/f"
+        test "$(getfattr --only-values -n user.photovault.class "$M/d/f")" = none
+        test "$(cat "$M/d/f")" = x
+        ! setfattr -n user.photovault.class -v bogus "$M/d/f" 2>/dev/null
+        setfattr -n user.photovault.class -v until-first-auth "$M/d"
+        test "$(getfattr --only-values -n user.photovault.class "$M/d")" = until-first-auth
+        echo y > "$M/d/new"
+        test "$(getfattr --only-values -n user.photovault.class "$M/d/new")" = until-first-auth
+        mkdir "$M/d/sub"; echo z > "$M/d/sub/g"
+        test "$(getfattr --only-values -n user.photovault.class "$M/d/sub/g")" = until-first-auth
+        """)
+        let r = h.shellStatus("setfattr -n user.xdg.robots.index -v true \"$M\"")
+        XCTAssertTrue(r.err.contains("not permitted"), r.err)
+        // The stored header carries the class: check below the mount, without keys.
+        XCTAssertFalse(h.backingBytes().range(of: Data("until-first-auth".utf8)) != nil)
+    }
+
+    func testLockFollowsDataProtectionClasses() throws {
+        h.shell("""
+        mkdir "$M/A" "$M/B" "$M/C" "$M/D"
+        setfattr -n user.photovault.class -v complete-unless-open "$M/B"
+        setfattr -n user.photovault.class -v until-first-auth "$M/C"
+        setfattr -n user.photovault.class -v none "$M/D"
+        for d in A B C D; do echo "data-$d" > "$M/$d/f"; done
+        """)
+        func openFile(_ p: String, _ flags: Int32 = O_RDWR) -> Int32 { open(h.mountpoint + p, flags) }
+        let a = openFile("/A/f"), b = openFile("/B/f"), c = openFile("/C/f")
+        XCTAssertTrue(a >= 0 && b >= 0 && c >= 0)
+        defer { close(a); close(b); close(c) }
+        var counts = h.fs.statusCounts()
+        XCTAssertEqual(counts[.complete], 1)
+        XCTAssertEqual(counts[.completeUnlessOpen], 1)
+        XCTAssertEqual(counts[.untilFirstAuth], 1)
+        XCTAssertEqual(h.fs.openWriteHandles(of: .complete), 1)
+
+        h.fs.lock()
+        var buf = [UInt8](repeating: 0, count: 6)
+        XCTAssertEqual(pread(a, &buf, 6, 0), -1, "complete: open handles lose access")
+        XCTAssertEqual(errno, EACCES)
+        XCTAssertEqual(pread(b, &buf, 6, 0), 6, "complete-unless-open: open handles keep working")
+        XCTAssertEqual(String(decoding: buf, as: UTF8.self), "data-B")
+        XCTAssertEqual(pwrite(b, "DATA-B", 6, 0), 6)
+        XCTAssertEqual(pread(c, &buf, 6, 0), 6, "until-first-auth keeps working")
+
+        let again = openFile("/B/f", O_RDONLY)
+        XCTAssertEqual(again, -1, "complete-unless-open: no re-open while locked")
+        XCTAssertEqual(errno, EACCES)
+        XCTAssertEqual(openFile("/A/f", O_RDONLY), -1)
+        XCTAssertEqual(errno, EACCES)
+        let d = openFile("/D/f", O_RDONLY)
+        XCTAssertGreaterThanOrEqual(d, 0, "none: no lock restriction")
+        close(d)
+        // New files can still be created in a complete-unless-open directory (sealed to the public key)...
+        let n = open(h.mountpoint + "/B/new", O_CREAT | O_WRONLY, 0o644)
+        XCTAssertGreaterThanOrEqual(n, 0)
+        XCTAssertEqual(write(n, "fresh", 5), 5)
+        XCTAssertEqual(close(n), 0)
+        // ...but not in a complete one.
+        XCTAssertEqual(open(h.mountpoint + "/A/new", O_CREAT | O_WRONLY, 0o644), -1)
+        counts = h.fs.statusCounts()
+        XCTAssertEqual(counts[.completeUnlessOpen], 1)
+        // Names stay readable: listing works while locked.
+        XCTAssertEqual(h.shell("ls \"$M/A\""), "f\n")
+    }
+
+    private func rm(_ p: String) { unlink(p) }
+}
