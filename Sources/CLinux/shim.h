@@ -1,10 +1,8 @@
 #ifndef PHOTOVAULT_CLINUX_SHIM_H
 #define PHOTOVAULT_CLINUX_SHIM_H
 /* Linux system calls and flags that Glibc's Swift module does not expose (they need
-   _GNU_SOURCE, are variadic, or are macros). No library to link. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
+   _GNU_SOURCE, are variadic, or are macros). No library to link. _GNU_SOURCE itself is
+   not defined here: it would change struct layouts against Swift's Glibc module. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -13,10 +11,8 @@
 #include <sys/prctl.h>
 #include <sys/ioctl.h>
 #include <linux/fs.h>
+#include <spawn.h>
 #include <syslog.h>
-
-/* syslog is variadic: log one preformatted string. */
-static inline void pv_syslog(int priority, const char *msg) { syslog(priority, "%s", msg); }
 
 #define PV_RENAME_NOREPLACE 1
 #define PV_RENAME_EXCHANGE 2
@@ -26,10 +22,12 @@ static inline int pv_renameat2(int olddirfd, const char *oldpath, int newdirfd, 
 }
 static inline int pv_openat(int dirfd, const char *path, int flags, unsigned mode) { return openat(dirfd, path, flags, mode); }
 static inline int pv_open(const char *path, int flags, unsigned mode) { return open(path, flags, mode); }
-static inline int pv_o_path(void) { return O_PATH; }
-static inline int pv_o_tmpfile(void) { return O_TMPFILE; }
-static inline int pv_at_empty_path(void) { return AT_EMPTY_PATH; }
-static inline int pv_set_not_dumpable_linux(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+static inline int pv_o_path(void) { return 010000000; }               /* O_PATH */
+static inline int pv_at_empty_path(void) { return 0x1000; }           /* AT_EMPTY_PATH */
 static inline int pv_fcntl_getfl(int fd) { return fcntl(fd, F_GETFL); }
 static inline int pv_fcntl_dupfd_cloexec(int fd, int min) { return fcntl(fd, F_DUPFD_CLOEXEC, min); }
+static inline int pv_pipe2_cloexec(int fds[2]) { return (int)syscall(SYS_pipe2, fds, O_CLOEXEC); }
+static inline short pv_posix_spawn_setsid(void) { return 0x80; }      /* POSIX_SPAWN_SETSID (glibc >= 2.26) */
+/* syslog is variadic: log one preformatted string. */
+static inline void pv_syslog(int priority, const char *msg) { syslog(priority, "%s", msg); }
 #endif

@@ -1,2 +1,5 @@
 import PhotoVaultCLI
+
+ProcessSetup.hardenProcess()
+ProcessSetup.runDaemonIfRequested(CommandLine.arguments)
 PhotoVaultCLI.main()

@@ -1,14 +1,6 @@
-// Stub: to be implemented. Each function gets the parsed command line and returns the exit code.
+/// `photovault lock`, `unlock` and `status`, through the mount daemon's control socket.
 enum LockCommands {
-    static func lock(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("lock")
-    }
-
-    static func unlock(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("unlock")
-    }
-
-    static func status(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("status")
-    }
+    static func lock(_ args: ParsedArguments) throws -> Int32 { try MountFlow.lock(args) }
+    static func unlock(_ args: ParsedArguments) throws -> Int32 { try MountFlow.unlock(args) }
+    static func status(_ args: ParsedArguments) throws -> Int32 { try MountFlow.status(args) }
 }

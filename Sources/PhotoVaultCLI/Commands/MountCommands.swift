@@ -1,10 +1,5 @@
-// Stub: to be implemented. Each function gets the parsed command line and returns the exit code.
+/// `photovault mount` and `unmount`; the work is in `Mount/MountFlow.swift`.
 enum MountCommands {
-    static func mount(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("mount")
-    }
-
-    static func unmount(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("unmount")
-    }
+    static func mount(_ args: ParsedArguments) throws -> Int32 { try MountFlow.mount(args) }
+    static func unmount(_ args: ParsedArguments) throws -> Int32 { try MountFlow.unmount(args) }
 }

@@ -1,26 +1,76 @@
-// Stub: to be implemented. Each function gets the parsed command line and returns the exit code.
+import Foundation
+import PhotoVaultCrypto
+import PhotoVaultStore
+
+/// `photovault user ...`: the credential store (our Keychain).
 enum UserCommands {
     static func add(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("user add")
+        let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
+        let user = try args.userName()
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        if try accounts.exists(user: user) { throw StoreError.accountExists }
+        let password = try PasswordInput().password(args, confirm: true)
+        defer { password.wipe() }
+        let recovery = try accounts.add(user: user, password: password, deviceBound: args.flag("this-device-only"),
+                                        parameters: KDFProfile.forNewAccounts)
+        defer { recovery.wipe() }
+        print("Created the account '\(user)'\(args.flag("this-device-only") ? " (bound to this device)" : "").")
+        print("Recovery key: write it down and keep it apart from this computer. It is shown only once;")
+        print("without it a forgotten password cannot be recovered by anyone.\n")
+        print("    \(recovery.formatted)\n")
+        return 0
     }
 
     static func passwd(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("user passwd")
+        let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
+        let user = try args.userName()
+        let old = try PasswordInput().password(args, prompt: "Current password: ")
+        defer { old.wipe() }
+        let new = try PasswordInput().newPassword(args)
+        defer { new.wipe() }
+        try accounts.changePassword(user: user, old: old, new: new)
+        print("Password changed for '\(user)'. No photo was re-encrypted; the recovery key is unchanged.")
+        return 0
     }
 
     static func resetPassword(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("user reset-password")
+        let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
+        let user = try args.userName()
+        let key = try PasswordInput().recoveryKey(args)
+        let text = key.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        key.wipe()
+        let new = try PasswordInput().newPassword(args)
+        defer { new.wipe() }
+        try accounts.resetPassword(user: user, recoveryKey: text, new: new)
+        print("New password set for '\(user)'.")
+        return 0
     }
 
     static func remove(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("user remove")
+        let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
+        let user = try args.userName()
+        let password = try PasswordInput().password(args)
+        defer { password.wipe() }
+        let deletePhotos = args.flag("delete-photos")
+        try accounts.remove(user: user, password: password, deletePhotos: deletePhotos)
+        print(deletePhotos ? "Removed the account '\(user)' and its photos."
+                           : "Removed the account '\(user)'. Its encrypted photos stay in the store, unreadable without the account.")
+        return 0
     }
 
     static func list(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("user list")
+        let n = try AccountStore(layout: StoreLayout(root: args.storePath)).count()
+        print("\(n) account\(n == 1 ? "" : "s") (names are not stored in clear, by design)")
+        return 0
     }
 
     static func check(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("user check")
+        let user = try args.userName()
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        guard try AccountStore(layout: StoreLayout(root: args.storePath)).exists(user: user) else {
+            throw StoreError.noSuchAccount
+        }
+        print("account '\(user)' exists")
+        return 0
     }
 }

@@ -1,0 +1,85 @@
+import Glibc
+import PhotoVaultCrypto
+import PhotoVaultStore
+import CLinux
+
+/// Starts the background mount daemon and waits until the mount is live or has failed.
+///
+/// The parent has already checked the password. It spawns `/proc/self/exe __mount-daemon
+/// SETTINGS...` in a new session with two pipes: fd 3, on which the daemon reports
+/// `OK` or `ERR <exit code> <message>` once, and fd 4, from which the daemon reads the
+/// account's master key and tree ID (48 bytes). Keys thus never touch argv, the
+/// environment or a file, and Argon2id runs only once.
+enum DaemonLauncher {
+    static let daemonCommand = "__mount-daemon"
+
+    static func launch(settings: MountSettings, masterKey: SecureBytes, treeID: [UInt8]) throws -> Int32 {
+        var ready: [Int32] = [0, 0]
+        var keys: [Int32] = [0, 0]
+        guard pv_pipe2_cloexec(&ready) == 0, pv_pipe2_cloexec(&keys) == 0 else { throw StoreError.posix("pipe") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, ready[1], 3)
+        posix_spawn_file_actions_adddup2(&actions, keys[0], 4)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        posix_spawnattr_setflags(&attr, pv_posix_spawn_setsid())
+        let argv = ["photovault", daemonCommand] + settings.arguments
+        var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        defer { for p in cargs { free(p) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, &cargs, environ)
+        close(ready[1]); close(keys[0])
+        guard rc == 0 else {
+            close(ready[0]); close(keys[1])
+            throw StoreError.io(errno: rc, context: "start the mount daemon")
+        }
+        // Hand over the keys, then forget our copy.
+        var payload = [UInt8](repeating: 0, count: 48)
+        masterKey.withUnsafeBytes { k in payload.withUnsafeMutableBytes { $0.copyMemory(from: k) } }
+        payload.replaceSubrange(32..<48, with: treeID)
+        _ = payload.withUnsafeBytes { write(keys[1], $0.baseAddress!, 48) }
+        secureZero(&payload)
+        close(keys[1])
+        // Wait for the verdict.
+        var reply = [UInt8]()
+        var buf = [UInt8](repeating: 0, count: 512)
+        while true {
+            let n = read(ready[0], &buf, buf.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            reply.append(contentsOf: buf[0..<n])
+        }
+        close(ready[0])
+        let text = String(decoding: reply, as: UTF8.self).trimmedWhitespace()
+        if text == "OK" { return 0 }
+        var status: Int32 = 0
+        if waitpid(pid, &status, WNOHANG) == 0 { kill(pid, SIGTERM) }
+        if text.hasPrefix("ERR ") {
+            let rest = text.dropFirst(4)
+            let parts = rest.split(separator: " ", maxSplits: 1)
+            let code = Int32(parts.first ?? "1") ?? 1
+            throw DaemonFailure(code: code, message: parts.count > 1 ? String(parts[1]) : "mount failed")
+        }
+        throw DaemonFailure(code: 1, message: "the mount daemon exited before the mount was ready")
+    }
+}
+
+/// A failure the daemon reported through the ready pipe, with its exit code.
+struct DaemonFailure: Error, CustomStringConvertible {
+    let code: Int32
+    let message: String
+    var description: String { message }
+}
+
+extension String {
+    func trimmedWhitespace() -> String {
+        var s = Substring(self)
+        while let f = s.first, f.isWhitespace { s = s.dropFirst() }
+        while let l = s.last, l.isWhitespace { s = s.dropLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import PhotoVaultCrypto
+import PhotoVaultFS
+import PhotoVaultLock
+import PhotoVaultStore
+import CLinux
+
+/// The mount daemon: owns the keys, the FUSE session and the lock sources of one mount.
+/// Runs in the foreground (`mount -f`) or as the background child started by `DaemonLauncher`.
+enum MountDaemon {
+    /// Entry of the background child (`photovault __mount-daemon SETTINGS...`).
+    static func childMain(_ arguments: [String]) -> Never {
+        Sodium.makeProcessNotDumpable()
+        let reporter = ReadyReporter(fd: 3)
+        guard var settings = MountSettings(arguments: arguments) else {
+            reporter.fail(code: 2, "bad daemon arguments"); exit(2)
+        }
+        settings.foreground = false
+        // Keys arrive on fd 4: master key (32) || tree ID (16).
+        let keyBuf = SecureBytes(count: 48)
+        let n = keyBuf.withUnsafeMutableBytes { b -> Int in
+            var got = 0
+            while got < 48 {
+                let r = read(4, b.baseAddress! + got, 48 - got)
+                if r < 0 && errno == EINTR { continue }
+                if r <= 0 { break }
+                got += r
+            }
+            return got
+        }
+        close(4)
+        guard n == 48 else { reporter.fail(code: 1, "the mount daemon did not receive its keys"); exit(1) }
+        let master = keyBuf.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
+        let treeID = keyBuf.withUnsafeBytes { Array($0[32..<48]) }
+        keyBuf.wipe()
+        let log = Logger.syslog()
+        exit(serve(settings: settings, masterKey: master, treeID: treeID, reporter: reporter, log: log))
+    }
+
+    /// Mounts, reports readiness, runs until unmounted, wipes every key. Returns the exit code.
+    static func serve(settings: MountSettings, masterKey: SecureBytes, treeID: [UInt8],
+                      reporter: ReadyReporter?, log: @escaping @Sendable (String) -> Void) -> Int32 {
+        Sodium.makeProcessNotDumpable()
+        let layout = StoreLayout(root: settings.store)
+        let config: StoreConfig
+        do { config = try layout.loadConfig() } catch {
+            masterKey.wipe()
+            return fail(reporter, error)
+        }
+        let keyring = UserKeyring(masterKey: masterKey)
+        masterKey.wipe()
+        let tree = UserTree(root: layout.userTree(treeID), keyring: keyring, layout: config.layout)
+        let options = MountOptions(mountpoint: settings.mountpoint, readOnly: settings.readOnly,
+                                   allowOther: settings.allowOther)
+        let fs: VaultFileSystem
+        do {
+            fs = try VaultFileSystem(tree: tree, options: options, log: log)
+            try fs.mount()
+        } catch {
+            keyring.wipeAll()
+            return fail(reporter, error)
+        }
+        let registry = RuntimeRegistry()
+        let canonicalMP = RuntimeRegistry.canonical(settings.mountpoint)
+        let controller = LockController(fs: fs, settings: settings, log: log)
+        let handler: @Sendable (LockReason) -> Void = { controller.handle($0) }
+
+        let signals = SignalWatcher(handler: handler)
+        signals.start()
+        var idle: IdleTimer? = nil
+        if let t = settings.idle {
+            let timer = IdleTimer(timeout: t) { handler(.idle) }
+            fs.onActivity = { timer.touch() }
+            timer.start()
+            idle = timer
+        }
+        var bus: BusLockWatcher? = nil
+        if settings.useDBus {
+            let w = BusLockWatcher(configuration: LockWatcherConfiguration(takeSleepInhibitor: true),
+                                   onLock: handler, log: log)
+            controller.releaseSleepInhibitor = { w.releaseSleepInhibitor() }
+            w.start()
+            bus = w
+        }
+        var control: ControlSocketServer? = nil
+        do {
+            try registry.ensureDirectory()
+            let server = ControlSocketServer(path: registry.socketPath(forMountpoint: canonicalMP), allowedUID: getuid(),
+                                             handler: { req in ControlCommands.handle(req, controller: controller, fs: fs) },
+                                             log: log)
+            try server.start()
+            control = server
+            try registry.register(.init(mountpoint: canonicalMP, store: RuntimeRegistry.canonical(settings.store),
+                                        pid: getpid(), treeTag: RuntimeRegistry.treeTag(treeID)))
+        } catch {
+            log("control socket unavailable: \(error) (photovault lock/status will not reach this mount)")
+        }
+        log("mounted \(canonicalMP)")
+        reporter?.succeed()
+        if !settings.foreground { detachStdio() }
+
+        let code = fs.run()
+
+        fs.wipeAll()
+        keyring.wipeAll()
+        signals.stop()
+        idle?.stop()
+        bus?.stop()
+        control?.stop()
+        registry.unregister(mountpoint: canonicalMP)
+        log("unmounted \(canonicalMP); keys zeroed")
+        return code
+    }
+
+    private static func fail(_ reporter: ReadyReporter?, _ error: Error) -> Int32 {
+        let (code, message) = ErrorReport.describe(error)
+        if let r = reporter { r.fail(code: code, message) } else { FileHandle.standardError.write(Data("photovault: \(message)\n".utf8)) }
+        return code
+    }
+
+    private static func detachStdio() {
+        let fd = open("/dev/null", O_RDWR)
+        if fd >= 0 { dup2(fd, 0); dup2(fd, 1); dup2(fd, 2); if fd > 2 { close(fd) } }
+    }
+}
+
+/// The daemon's side of the ready pipe (fd 3): exactly one line, then closed.
+final class ReadyReporter: @unchecked Sendable {
+    private var fd: Int32
+    init(fd: Int32) { self.fd = fd }
+    func succeed() { send("OK\n") }
+    func fail(code: Int32, _ message: String) { send("ERR \(code) \(message)\n") }
+    private func send(_ s: String) {
+        guard fd >= 0 else { return }
+        let b = Array(s.utf8)
+        _ = b.withUnsafeBytes { write(fd, $0.baseAddress!, b.count) }
+        close(fd)
+        fd = -1
+    }
+}
+
+/// Control-socket commands of a live mount (`photovault lock`, `status`, `unlock`).
+enum ControlCommands {
+    static func handle(_ req: ControlRequest, controller: LockController, fs: VaultFileSystem) -> ControlReply {
+        switch req.command {
+        case "lock":
+            controller.handle(.controlSocket)
+            return .success("locked")
+        case "status":
+            let counts = fs.statusCounts()
+            let parts = ProtectionClass.allCases.map { "\($0.name)=\(counts[$0] ?? 0)" }
+            return .success("state=\(controller.currentState.rawValue) " + parts.joined(separator: " "))
+        case "unlock":
+            guard req.payload.count == 32 else { return .failure("bad unlock request") }
+            let mk = req.payload.withUnsafeBytes { SecureBytes(copying: $0) }
+            req.payload.wipe()
+            defer { mk.wipe() }
+            return controller.unlock(masterKey: mk) ? .success("unlocked") : .failure("the mount is not locked")
+        default:
+            return .failure("unknown command \(req.command)")
+        }
+    }
+}
+
+/// Log sinks: stderr in the foreground, syslog (the journal) in the background.
+enum Logger {
+    static func stderr() -> @Sendable (String) -> Void {
+        { msg in FileHandle.standardError.write(Data("photovault: \(msg)\n".utf8)) }
+    }
+    static func syslog() -> @Sendable (String) -> Void {
+        openlog("photovault", LOG_PID, LOG_USER)
+        return { msg in
+            msg.withCString { m in pv_syslog(LOG_NOTICE, m) }
+        }
+    }
+}
+
+/// Process-level entry points used by `main.swift`.
+public enum ProcessSetup {
+    /// Every photovault process handles passwords or keys: none may be dumped or ptraced.
+    public static func hardenProcess() { Sodium.makeProcessNotDumpable() }
+
+    /// Runs the background mount daemon if this process was started as one.
+    public static func runDaemonIfRequested(_ argv: [String]) {
+        if argv.count > 1 && argv[1] == DaemonLauncher.daemonCommand {
+            MountDaemon.childMain(Array(argv.dropFirst(2)))
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import PhotoVaultCrypto
+import PhotoVaultLock
+import PhotoVaultStore
+
+/// `photovault mount`, `unmount`, `lock`, `unlock` and `status`.
+enum MountFlow {
+    static func mount(_ args: ParsedArguments) throws -> Int32 {
+        var settings = MountSettings(store: args.storePath, mountpoint: args.mountpoint)
+        settings.readOnly = args.flag("read-only")
+        settings.allowOther = args.flag("allow-other")
+        settings.foreground = args.flag("foreground")
+        settings.idle = try args.duration("idle")
+        if let d = try args.duration("lock-grace") { settings.lockGrace = d }
+        if let m = args.value("on-lock") {
+            guard let v = MountSettings.OnLock(rawValue: m) else { throw args.usageError("--on-lock takes 'unmount' or 'stay'") }
+            settings.onLock = v
+        }
+        settings.useDBus = !args.flag("no-dbus")
+        settings.privateThumbnails = args.flag("private-thumbnails")
+
+        guard access("/dev/fuse", R_OK | W_OK) == 0 else { throw CLIError.noFuseDevice }
+        try prepareMountpoint(settings.mountpoint, isDefault: args.argument("MOUNTPOINT") == nil)
+        settings.mountpoint = RuntimeRegistry.canonical(settings.mountpoint)
+        settings.store = RuntimeRegistry.canonical(settings.store)
+
+        let layout = StoreLayout(root: settings.store)
+        let user = try args.userName()
+        do { _ = try layout.loadConfig() } catch StoreError.storeNotInitialised(let path) {
+            guard try offerFirstRun(layout: layout, user: user, args: args) else {
+                throw StoreError.storeNotInitialised(path: path)
+            }
+        }
+        let accounts = try AccountStore(layout: layout)
+        let password = try PasswordInput().password(args)
+        defer { password.wipe() }
+        let opened = try accounts.open(user: user, password: password)
+        defer { opened.masterKey.wipe() }
+        let tag = RuntimeRegistry.treeTag(opened.treeID)
+        if let other = RuntimeRegistry().entries().first(where: { $0.store == settings.store && $0.treeTag == tag }) {
+            throw CLIError.alreadyMounted(other.mountpoint)
+        }
+        if settings.foreground {
+            return MountDaemon.serve(settings: settings, masterKey: opened.masterKey.copy(), treeID: opened.treeID,
+                                     reporter: nil, log: Logger.stderr())
+        }
+        do {
+            _ = try DaemonLauncher.launch(settings: settings, masterKey: opened.masterKey, treeID: opened.treeID)
+        } catch let d as DaemonFailure {
+            throw d
+        }
+        print("Mounted the vault of \(user) at \(settings.mountpoint)")
+        return 0
+    }
+
+    /// The mountpoint must be an empty directory that is not already mounted; the default
+    /// one (~/PhotoVault) is created when missing.
+    static func prepareMountpoint(_ mp: String, isDefault: Bool) throws {
+        var st = stat()
+        if stat(mp, &st) != 0 {
+            guard errno == ENOENT, isDefault else { throw CLIError.mountpointNotEmptyDirectory(mp) }
+            guard mkdir(mp, 0o700) == 0 else { throw StoreError.posix("mkdir \(mp)") }
+            return
+        }
+        if isMountpoint(mp) { throw CLIError.alreadyMounted(mp) }
+        guard (st.st_mode & S_IFMT) == S_IFDIR,
+              let entries = try? FileManager.default.contentsOfDirectory(atPath: mp), entries.isEmpty else {
+            throw CLIError.mountpointNotEmptyDirectory(mp)
+        }
+    }
+
+    /// First launch on a fresh machine: offer to create the store and the account, as a
+    /// photo-vault app does. Only on a terminal; scripts get the 'not initialised' error.
+    static func offerFirstRun(layout: StoreLayout, user: String, args: ParsedArguments) throws -> Bool {
+        guard isatty(0) == 1, isatty(2) == 1, (try? PasswordInput.source(args)) == .terminal else { return false }
+        FileHandle.standardError.write(Data("No PhotoVault store at \(layout.root).\nCreate it, with an account for '\(user)'? [y/N] ".utf8))
+        guard let answer = readLine(), answer.lowercased().hasPrefix("y") else { return false }
+        let parent = StorePath.dirname(layout.root)
+        try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        try layout.initialise(config: StoreConfig())
+        let password = try PasswordInput().password(args, confirm: true)
+        defer { password.wipe() }
+        let recovery = try AccountStore(layout: layout).add(user: user, password: password, deviceBound: false)
+        print("Created the store and the account '\(user)'.")
+        print("Recovery key (write it down; it is shown only once):\n\n    \(recovery)\n")
+        return true
+    }
+
+    static func unmount(_ args: ParsedArguments) throws -> Int32 {
+        let mp = RuntimeRegistry.canonical(args.mountpoint)
+        guard isMountpoint(mp) else { throw CLIError.notMounted(mp) }
+        let entry = RuntimeRegistry().entry(forMountpoint: mp)
+        let (status, output) = runTool(["fusermount3", "-u", mp])
+        if status != 0 {
+            if output.contains("busy") { throw CLIError.mountBusy(mp) }
+            throw CLIError.failed("unmounting \(mp) failed: \(output.trimmedWhitespace())")
+        }
+        // Wait for the daemon to zero its keys and exit.
+        if let pid = entry?.pid {
+            let deadline = monotonicMs() + 10_000
+            while kill(pid, 0) == 0 && monotonicMs() < deadline { usleep(20_000) }
+        }
+        return 0
+    }
+
+    static func lock(_ args: ParsedArguments) throws -> Int32 {
+        let reply = try control(args.mountpoint, ControlRequest(command: "lock"))
+        print(reply.message)
+        return 0
+    }
+
+    static func unlock(_ args: ParsedArguments) throws -> Int32 {
+        let mp = RuntimeRegistry.canonical(args.mountpoint)
+        guard let entry = RuntimeRegistry().entry(forMountpoint: mp) else { throw CLIError.notMounted(mp) }
+        let layout = StoreLayout(root: entry.store)
+        let password = try PasswordInput().password(args)
+        defer { password.wipe() }
+        let opened = try AccountStore(layout: layout).open(user: try args.userName(), password: password)
+        defer { opened.masterKey.wipe() }
+        guard RuntimeRegistry.treeTag(opened.treeID) == entry.treeTag else {
+            throw CLIError.failed("that account is not the one mounted at \(mp)")
+        }
+        let payload = opened.masterKey.withUnsafeBytes { ControlPayload(copying: $0) }
+        let reply = try control(mp, ControlRequest(command: "unlock", payload: payload))
+        payload.wipe()
+        guard reply.ok else { throw CLIError.failed(reply.message) }
+        print(reply.message)
+        return 0
+    }
+
+    static func status(_ args: ParsedArguments) throws -> Int32 {
+        let entries = RuntimeRegistry().entries()
+        if entries.isEmpty { print("no vault mounted"); return 0 }
+        for e in entries {
+            let reply = try? ControlClient.send(path: RuntimeRegistry().socketPath(forMountpoint: e.mountpoint),
+                                                request: ControlRequest(command: "status"), timeout: 3)
+            print("\(e.mountpoint)\tpid=\(e.pid)\t\(reply?.message ?? "state=unknown")")
+        }
+        return 0
+    }
+
+    private static func control(_ mountpoint: String, _ request: ControlRequest) throws -> ControlReply {
+        let mp = RuntimeRegistry.canonical(mountpoint)
+        guard RuntimeRegistry().entry(forMountpoint: mp) != nil else { throw CLIError.notMounted(mp) }
+        do {
+            return try ControlClient.send(path: RuntimeRegistry().socketPath(forMountpoint: mp), request: request, timeout: 10)
+        } catch {
+            throw CLIError.failed("cannot reach the daemon of \(mp): \(error)")
+        }
+    }
+
+    /// Runs a tool, returning its status and combined output.
+    static func runTool(_ argv: [String]) -> (Int32, String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = argv
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = pipe
+        do { try p.run() } catch { return (127, "\(error)") }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
