@@ -141,6 +141,24 @@ public struct AccountStore {
         try PasswordPolicy.check(new)
         let key = try RecoveryKey.parse(recoveryKey)
         defer { key.wipe() }
+        try resetPassword(user: user, recoveryKey: key, new: new, parameters: parameters)
+    }
+
+    /// Same, with the recovery key as read into secure memory (`PasswordInput.recoveryKey`).
+    public func resetPassword(user: String, recoveryKey: SecureBytes, new: SecureBytes,
+                              parameters: Argon2Parameters? = nil) throws {
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        try PasswordPolicy.check(new)
+        let key = try RecoveryKey.parse(recoveryKey)
+        defer { key.wipe() }
+        try resetPassword(user: user, recoveryKey: key, new: new, parameters: parameters)
+    }
+
+    /// Same, with an already parsed key (not wiped here).
+    public func resetPassword(user: String, recoveryKey key: RecoveryKey, new: SecureBytes,
+                              parameters: Argon2Parameters? = nil) throws {
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        try PasswordPolicy.check(new)
         let name = try AccountName.derive(user: user, config: config)
         try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
             let record = try loadRecord(name)

@@ -4,7 +4,7 @@ import PhotoVaultCrypto
 /// (CREDENTIALS.md, "Recovery key").
 ///
 /// Written as RFC 4648 base32 (alphabet A–Z 2–7, no padding): 52 characters for the key
-/// (the last one carries 4 key bits and a 0 bit), then 4 characters of checksum (the first
+/// (the last one carries the final key bit and 4 zero bits), then 4 characters of checksum (the first
 /// 20 bits of BLAKE2b-256("PhotoVault recovery key checksum" || key)), in 14 groups of 4
 /// joined by '-'. Parsing ignores case, '-' and white space, and rejects a typo through the
 /// checksum before any key is tried.
@@ -43,9 +43,21 @@ public final class RecoveryKey: @unchecked Sendable {
     /// Parses a typed recovery key. Throws `.invalidArgument` for a wrong length, a
     /// character outside the alphabet, or a checksum mismatch (a typo).
     public static func parse(_ text: String) throws -> RecoveryKey {
+        var bytes = Array(text.utf8)
+        defer { secureZero(&bytes) }
+        return try bytes.withUnsafeBytes { try parse($0) }
+    }
+
+    /// Same, from secure memory (as the CLI reads it from a terminal or a file).
+    public static func parse(_ text: SecureBytes) throws -> RecoveryKey {
+        try text.withUnsafeBytes { try parse($0) }
+    }
+
+    static func parse(_ text: UnsafeRawBufferPointer) throws -> RecoveryKey {
         var chars = [UInt8]()
+        chars.reserveCapacity(keyCharacters + checksumCharacters + 1)
         defer { secureZero(&chars) }
-        for c in text.utf8 {
+        for c in text {
             switch c {
             case UInt8(ascii: "-"), UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): continue
             case UInt8(ascii: "a")...UInt8(ascii: "z"): chars.append(c - 32)
