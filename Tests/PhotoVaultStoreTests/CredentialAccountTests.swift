@@ -24,7 +24,25 @@ class CredentialTestCase: XCTestCase {
 
     override func tearDownWithError() throws {
         unsetenv(DeviceSecret.pathVariable)
-        try? TreeRemoval.removeRecursively(tmp)
+        defer { try? TreeRemoval.removeRecursively(tmp) }
+        try assertNoSecretsOnDisk()
+    }
+
+    /// Every password this test typed (8+ bytes, so a chance match in random bytes is
+    /// negligible) must appear in no file and no file name under the test's directory.
+    var typed: Set<String> = []
+
+    func assertNoSecretsOnDisk() throws {
+        let needles = typed.filter { $0.utf8.count >= 8 }.map { Data($0.utf8) }
+        guard !needles.isEmpty, let e = FileManager.default.enumerator(atPath: tmp) else { return }
+        while let rel = e.nextObject() as? String {
+            var st = stat()
+            guard lstat(tmp + "/" + rel, &st) == 0 else { continue }
+            for n in needles { XCTAssertFalse(rel.utf8.count >= n.count && Data(rel.utf8).range(of: n) != nil, "secret in name \(rel)") }
+            guard (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            let data = try Data(contentsOf: URL(fileURLWithPath: tmp + "/" + rel))
+            for n in needles { XCTAssertNil(data.range(of: n), "a typed password is in \(rel)") }
+        }
     }
 
     func makeStore(_ name: String, config: StoreConfig? = nil) throws -> StoreLayout {
@@ -37,7 +55,10 @@ class CredentialTestCase: XCTestCase {
 
     func setDevice(_ name: String) { setenv(DeviceSecret.pathVariable, tmp + "/" + name, 1) }
 
-    func pw(_ s: String) -> SecureBytes { SecureBytes(copying: Array(s.utf8)) }
+    func pw(_ s: String) -> SecureBytes {
+        typed.insert(s)
+        return SecureBytes(copying: Array(s.utf8))
+    }
 
     /// SecureBytes cannot be 0 bytes long (the CLI reports an empty line itself); the empty
     /// password the store can be handed is a wiped one.
