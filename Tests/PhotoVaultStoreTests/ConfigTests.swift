@@ -1,0 +1,125 @@
+import XCTest
+import Foundation
+import Glibc
+@testable import PhotoVaultCrypto
+@testable import PhotoVaultStore
+
+final class ConfigTests: XCTestCase {
+    private var pristineConfig: [String: [UInt8]] = [:]
+
+    private func newStore() throws -> (StoreLayout, StoreConfig) {
+        let layout = StoreLayout(root: Fixture.tempDir(self) + "/store")
+        let config = StoreConfig(cipher: .xchacha20poly1305, chunkSize: 16384)
+        try layout.initialise(config: config)
+        pristineConfig[layout.root] = Fixture.readFile(layout.configPath)
+        return (layout, config)
+    }
+
+    private func mtime(_ path: String) -> timespec {
+        var st = stat()
+        precondition(stat(path, &st) == 0)
+        return st.st_mtim
+    }
+
+    /// Loads a config that must fail with `expected`, and checks the file was not rewritten.
+    private func expectLoadFails(_ layout: StoreLayout, content: [UInt8], _ expected: (StoreError) -> Bool, _ label: String,
+                                 file: StaticString = #filePath, line: UInt = #line) {
+        Fixture.writeFile(layout.configPath, content)
+        let t0 = mtime(layout.configPath)
+        XCTAssertThrowsError(try layout.loadConfig(), label, file: file, line: line) { e in
+            XCTAssertTrue((e as? StoreError).map(expected) ?? false, "\(label): got \(e)", file: file, line: line)
+        }
+        XCTAssertEqual(Fixture.readFile(layout.configPath), content, "\(label): config rewritten", file: file, line: line)
+        let t1 = mtime(layout.configPath)
+        XCTAssertTrue(t0.tv_sec == t1.tv_sec && t0.tv_nsec == t1.tv_nsec, "\(label): mtime changed", file: file, line: line)
+    }
+
+    /// The store's config as first written, with one edit applied.
+    private func edited(_ layout: StoreLayout, _ edit: (inout [String: Any]) -> Void) throws -> [UInt8] {
+        let pristine = pristineConfig[layout.root]!
+        var obj = try JSONSerialization.jsonObject(with: Data(pristine)) as! [String: Any]
+        edit(&obj)
+        return Array(try JSONSerialization.data(withJSONObject: obj))
+    }
+
+    func testRoundTripAndLayout() throws {
+        let (layout, config) = try newStore()
+        XCTAssertEqual(try layout.loadConfig(), config)
+        XCTAssertEqual(try StoreConfig.decode(config.encoded()), config)
+        var st = stat()
+        XCTAssertEqual(stat(layout.configPath, &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o600)
+        for d in [layout.root, layout.accountsDir, layout.usersDir] {
+            XCTAssertEqual(stat(d, &st), 0, d)
+            XCTAssertEqual(st.st_mode & 0o777, 0o700, d)
+        }
+        XCTAssertThrowsError(try layout.initialise(config: config)) { XCTAssertEqual($0 as? StoreError, .storeExists(path: layout.root)) }
+        XCTAssertEqual(config.storeID.count, 16)
+        XCTAssertNotEqual(StoreConfig().storeID, config.storeID)
+    }
+
+    func testMissingStore() {
+        let layout = StoreLayout(root: Fixture.tempDir(self) + "/nothing")
+        XCTAssertThrowsError(try layout.loadConfig()) { XCTAssertEqual($0 as? StoreError, .storeNotInitialised(path: layout.root)) }
+    }
+
+    func testUnknownVersion() throws {
+        let (layout, _) = try newStore()
+        for v in [0, 2, 99] {
+            let content = try edited(layout) { $0["version"] = v }
+            expectLoadFails(layout, content: content, { $0 == .unknownVersion(found: v, supported: 1) }, "version \(v)")
+        }
+    }
+
+    func testTruncatedConfig() throws {
+        let (layout, config) = try newStore()
+        let full = config.encoded()
+        for n in [0, 1, 10, full.count / 2, full.count - 3] {
+            expectLoadFails(layout, content: Array(full.prefix(n)), { if case .corruptStore = $0 { return true }; return false },
+                            "truncated to \(n)")
+        }
+    }
+
+    func testWeakenedKDFFloor() throws {
+        let (layout, _) = try newStore()
+        let cases: [(String, Any)] = [("kdfFloor", ["opsLimit": 1, "memLimit": 64 * 1024 * 1024]),
+                                      ("kdfFloor", ["opsLimit": 3, "memLimit": 8 * 1024 * 1024]),
+                                      ("accountNameKDF", ["opsLimit": 0, "memLimit": 32 * 1024 * 1024]),
+                                      ("accountNameKDF", ["opsLimit": 2, "memLimit": 1024 * 1024])]
+        for (key, value) in cases {
+            let content = try edited(layout) { $0[key] = value }
+            expectLoadFails(layout, content: content, { $0 == .weakKDFParameters }, "\(key) \(value)")
+        }
+        // A stronger floor is accepted.
+        let stronger = try edited(layout) { $0["kdfFloor"] = ["opsLimit": 4, "memLimit": 512 * 1024 * 1024] }
+        Fixture.writeFile(layout.configPath, stronger)
+        XCTAssertEqual(try layout.loadConfig().kdfFloor, Argon2Parameters(opsLimit: 4, memLimit: 512 * 1024 * 1024))
+    }
+
+    func testOtherCorruption() throws {
+        let (layout, _) = try newStore()
+        let isCorrupt: (StoreError) -> Bool = { if case .corruptStore = $0 { return true }; return false }
+        let edits: [(String, (inout [String: Any]) -> Void)] = [
+            ("format", { $0["format"] = "something-else" }),
+            ("no storeID", { $0.removeValue(forKey: "storeID") }),
+            ("short storeID", { $0["storeID"] = "AAAA" }),
+            ("padded storeID", { $0["storeID"] = (($0["storeID"] as? String) ?? "") + "==" }),
+            ("cipher", { $0["cipher"] = "ROT13" }),
+            ("chunk size not a multiple of 4096", { $0["chunkSize"] = 5000 }),
+            ("chunk size too large", { $0["chunkSize"] = 2 << 20 }),
+            ("chunk size zero", { $0["chunkSize"] = 0 }),
+            ("no salt", { $0.removeValue(forKey: "accountNameSalt") }),
+        ]
+        for (label, edit) in edits {
+            expectLoadFails(layout, content: try edited(layout, edit), isCorrupt, label)
+        }
+        expectLoadFails(layout, content: Array("[1, 2, 3]".utf8), isCorrupt, "not an object")
+        expectLoadFails(layout, content: [0xff, 0xfe, 0x00], isCorrupt, "binary")
+    }
+
+    func testDistinctExitCodes() {
+        let codes = [StoreError.unknownVersion(found: 2, supported: 1).exitCode, StoreError.corruptStore("x").exitCode,
+                     StoreError.weakKDFParameters.exitCode]
+        XCTAssertEqual(Set(codes).count, 3)
+    }
+}

@@ -1,0 +1,107 @@
+import XCTest
+import Glibc
+@testable import PhotoVaultCrypto
+@testable import PhotoVaultStore
+
+/// `.pvdir`, symlink targets and xattrs are authenticated like contents.
+final class TamperMetadataTests: XCTestCase {
+    func testEveryDirectoryInfoByteFlipIsDetected() throws {
+        let keyring = Fixture.randomKeyring()
+        let dir = Fixture.tempDir(self)
+        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { close(fd) }
+        let info = DirectoryInfo(defaultClass: .untilFirstAuth)
+        try info.write(dirfd: fd, keyring: keyring)
+        XCTAssertEqual(try DirectoryInfo.read(dirfd: fd, keyring: keyring), info)
+        let original = info.encode(keyring: keyring)
+        XCTAssertEqual(original.count, DirectoryInfo.size)
+        for i in 0..<original.count {
+            for mask: UInt8 in [0x01, 0x80] {
+                var t = original
+                t[i] ^= mask
+                try AtomicFile.write(t, in: fd, name: DirectoryInfo.fileName, mode: 0o600)
+                do {
+                    _ = try DirectoryInfo.read(dirfd: fd, keyring: keyring)
+                    XCTFail("byte \(i) ^ \(mask): accepted")
+                } catch StoreError.integrity {
+                } catch StoreError.unknownVersion where i == 3 {
+                    // byte 3 is the format version: refused as unknown (EIO, exit 10).
+                } catch { XCTFail("byte \(i): unexpected \(error)") }
+            }
+        }
+        // Truncated, extended, missing, and another account's .pvdir.
+        for bad in [Array(original.dropLast()), original + [0], []] {
+            try AtomicFile.write(bad, in: fd, name: DirectoryInfo.fileName, mode: 0o600)
+            XCTAssertIntegrityError(try DirectoryInfo.read(dirfd: fd, keyring: keyring), "\(bad.count) bytes")
+        }
+        try AtomicFile.write(info.encode(keyring: Fixture.randomKeyring()), in: fd, name: DirectoryInfo.fileName, mode: 0o600)
+        XCTAssertIntegrityError(try DirectoryInfo.read(dirfd: fd, keyring: keyring), "foreign key")
+        unlinkat(fd, DirectoryInfo.fileName, 0)
+        XCTAssertIntegrityError(try DirectoryInfo.read(dirfd: fd, keyring: keyring), "missing")
+    }
+
+    func testSymlinkTargetChangesAreDetected() throws {
+        let keyring = Fixture.randomKeyring()
+        let target = Array("../Pictures/2024/IMG_0042.HEIC".utf8)
+        let sealed = try LinkTarget.seal(target, keyring: keyring)
+        XCTAssertEqual(try LinkTarget.open(Array(sealed.utf8), keyring: keyring), target)
+        XCTAssertNotEqual(try LinkTarget.seal(target, keyring: keyring), sealed, "random nonce per target")
+        var bytes = Array(sealed.utf8)
+        for i in 0..<bytes.count {
+            for replacement: UInt8 in [0x41, 0x5F, 0x2E] where replacement != bytes[i] {
+                let orig = bytes[i]
+                bytes[i] = replacement
+                XCTAssertIntegrityError(try LinkTarget.open(bytes, keyring: keyring), "position \(i)")
+                bytes[i] = orig
+            }
+        }
+        XCTAssertIntegrityError(try LinkTarget.open(Array(bytes.dropLast(4)), keyring: keyring))
+        XCTAssertIntegrityError(try LinkTarget.open(Array("/etc/passwd".utf8), keyring: keyring), "a plain symlink")
+        XCTAssertIntegrityError(try LinkTarget.open(bytes, keyring: Fixture.randomKeyring()), "another account")
+        XCTAssertThrowsError(try LinkTarget.seal([UInt8](repeating: 0x61, count: LinkTarget.maxPlainLength + 1), keyring: keyring))
+        let longest = try LinkTarget.seal([UInt8](repeating: 0x61, count: LinkTarget.maxPlainLength), keyring: keyring)
+        XCTAssertLessThan(longest.utf8.count, 4096, "fits Linux's symlink limit")
+    }
+
+    func testXattrValueChangesAreDetected() throws {
+        let keyring = Fixture.randomKeyring()
+        defer { withExtendedLifetime(keyring) {} }
+        let codec = XattrCodec(keyring: keyring)
+        let name = codec.storedName(Array("user.comment".utf8))
+        XCTAssertTrue(name.hasPrefix("user.pv."))
+        XCTAssertEqual(codec.storedName(Array("user.comment".utf8)), name, "deterministic, so getxattr needs no scan")
+        XCTAssertEqual(codec.plainName(name), Array("user.comment".utf8))
+        let value = Array("rating=5".utf8)
+        let sealed = codec.sealValue(value, storedName: name)
+        XCTAssertEqual(try codec.openValue(sealed, storedName: name), value)
+        for i in 0..<sealed.count {
+            var t = sealed
+            t[i] ^= 0x04
+            XCTAssertIntegrityError(try codec.openValue(t, storedName: name), "byte \(i)")
+        }
+        XCTAssertIntegrityError(try codec.openValue(Array(sealed.dropLast()), storedName: name))
+        // A value moved under another attribute name is rejected (the name is associated data).
+        let other = codec.storedName(Array("user.other".utf8))
+        XCTAssertIntegrityError(try codec.openValue(sealed, storedName: other))
+        // Empty values round-trip.
+        XCTAssertEqual(try codec.openValue(codec.sealValue([], storedName: name), storedName: name), [])
+    }
+
+    func testForeignOrModifiedXattrNamesAreHidden() {
+        let keyring = Fixture.randomKeyring()
+        defer { withExtendedLifetime(keyring) {} }
+        let codec = XattrCodec(keyring: keyring)
+        let name = codec.storedName(Array("user.tag".utf8))
+        var chars = Array(name)
+        let i = chars.count - 5
+        chars[i] = chars[i] == "A" ? "B" : "A"
+        XCTAssertNil(codec.plainName(String(chars)))
+        XCTAssertNil(codec.plainName("user.xdg.origin.url"))
+        XCTAssertNil(codec.plainName("security.selinux"))
+        XCTAssertNil(codec.plainName("user.pv."))
+        XCTAssertNil(codec.plainName("user.pv.!!!"))
+        let otherKeyring = Fixture.randomKeyring()
+        XCTAssertNil(XattrCodec(keyring: otherKeyring).plainName(name), "another account's attribute")
+        withExtendedLifetime(otherKeyring) {}
+    }
+}
