@@ -86,7 +86,7 @@ enum MountDaemon {
         do {
             try registry.ensureDirectory()
             let server = ControlSocketServer(path: registry.socketPath(forMountpoint: canonicalMP), allowedUID: getuid(),
-                                             handler: { req in ControlCommands.handle(req, controller: controller, fs: fs) },
+                                             handler: { req in ControlCommands.handle(req, controller: controller, fs: fs, treeRoot: tree.root) },
                                              log: log)
             try server.start()
             control = server
@@ -141,15 +141,18 @@ final class ReadyReporter: @unchecked Sendable {
 
 /// Control-socket commands of a live mount (`photovault lock`, `status`, `unlock`).
 enum ControlCommands {
-    static func handle(_ req: ControlRequest, controller: LockController, fs: VaultFileSystem) -> ControlReply {
+    static func handle(_ req: ControlRequest, controller: LockController, fs: VaultFileSystem, treeRoot: String) -> ControlReply {
         switch req.command {
         case "lock":
             controller.handle(.controlSocket)
             return .success("locked")
         case "status":
-            let counts = fs.statusCounts()
-            let parts = ProtectionClass.allCases.map { "\($0.name)=\(counts[$0] ?? 0)" }
-            return .success("state=\(controller.currentState.rawValue) " + parts.joined(separator: " "))
+            let files = ClassCensus.count(treeRoot: treeRoot)
+            let open = fs.statusCounts()
+            let parts = ProtectionClass.allCases.map { "\($0.name)=\(files[$0] ?? 0)" }
+            let openParts = ProtectionClass.allCases.map { "\(open[$0] ?? 0)" }
+            return .success("state=\(controller.currentState.rawValue) files: " + parts.joined(separator: " ")
+                            + " open handles: " + openParts.joined(separator: "/"))
         case "unlock":
             guard req.payload.count == 32 else { return .failure("bad unlock request") }
             let mk = req.payload.withUnsafeBytes { SecureBytes(copying: $0) }
