@@ -7,9 +7,22 @@ import CFuse
 enum FuseOps {
     @inline(__always)
     static func fs(_ req: fuse_req_t?) -> VaultFileSystem {
-        let fs = Unmanaged<VaultFileSystem>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+        Unmanaged<VaultFileSystem>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+    }
+
+    /// Runs one request behind the wipe gate: once `wipeAll()` has run, every key is gone
+    /// and requests are refused instead of touching wiped memory.
+    @inline(__always)
+    static func serve(_ req: fuse_req_t?, _ body: (VaultFileSystem) -> Void) {
+        let fs = fs(req)
         fs.onActivity?()
-        return fs
+        fs.gate.withReadLock {
+            if fs.isWiped {
+                fuse_reply_err(req, EACCES)
+            } else {
+                body(fs)
+            }
+        }
     }
 
     static func table() -> fuse_lowlevel_ops {
@@ -18,7 +31,7 @@ enum FuseOps {
             guard let userdata, let conn else { return }
             Unmanaged<VaultFileSystem>.fromOpaque(userdata).takeUnretainedValue().configure(conn)
         }
-        o.lookup = { req, parent, name in FuseOps.fs(req).lookup(req, parent, name) }
+        o.lookup = { req, parent, name in FuseOps.serve(req) { $0.lookup(req, parent, name) } }
         o.forget = { req, ino, n in
             FuseOps.fs(req).forget(ino, n)
             fuse_reply_none(req)
@@ -30,37 +43,38 @@ enum FuseOps {
             }
             fuse_reply_none(req)
         }
-        o.getattr = { req, ino, _ in FuseOps.fs(req).getattr(req, ino) }
-        o.setattr = { req, ino, attr, valid, fi in FuseOps.fs(req).setattr(req, ino, attr, valid, fi) }
-        o.readlink = { req, ino in FuseOps.fs(req).readlink(req, ino) }
-        o.mknod = { req, parent, name, mode, rdev in FuseOps.fs(req).mknod(req, parent, name, mode, rdev) }
-        o.mkdir = { req, parent, name, mode in FuseOps.fs(req).mkdir(req, parent, name, mode) }
-        o.unlink = { req, parent, name in FuseOps.fs(req).unlink(req, parent, name) }
-        o.rmdir = { req, parent, name in FuseOps.fs(req).rmdir(req, parent, name) }
-        o.symlink = { req, link, parent, name in FuseOps.fs(req).symlink(req, link, parent, name) }
+        o.getattr = { req, ino, _ in FuseOps.serve(req) { $0.getattr(req, ino) } }
+        o.setattr = { req, ino, attr, valid, fi in FuseOps.serve(req) { $0.setattr(req, ino, attr, valid, fi) } }
+        o.readlink = { req, ino in FuseOps.serve(req) { $0.readlink(req, ino) } }
+        o.mknod = { req, parent, name, mode, rdev in FuseOps.serve(req) { $0.mknod(req, parent, name, mode, rdev) } }
+        o.mkdir = { req, parent, name, mode in FuseOps.serve(req) { $0.mkdir(req, parent, name, mode) } }
+        o.unlink = { req, parent, name in FuseOps.serve(req) { $0.unlink(req, parent, name) } }
+        o.rmdir = { req, parent, name in FuseOps.serve(req) { $0.rmdir(req, parent, name) } }
+        o.symlink = { req, link, parent, name in FuseOps.serve(req) { $0.symlink(req, link, parent, name) } }
         o.rename = { req, parent, name, newparent, newname, flags in
-            FuseOps.fs(req).rename(req, parent, name, newparent, newname, flags)
+            FuseOps.serve(req) { $0.rename(req, parent, name, newparent, newname, flags) }
         }
-        o.link = { req, ino, newparent, newname in FuseOps.fs(req).link(req, ino, newparent, newname) }
-        o.open = { req, ino, fi in FuseOps.fs(req).open(req, ino, fi) }
-        o.read = { req, ino, size, off, fi in FuseOps.fs(req).read(req, ino, size, off, fi) }
-        o.write = { req, ino, buf, size, off, fi in FuseOps.fs(req).write(req, ino, buf, size, off, fi) }
+        o.link = { req, ino, newparent, newname in FuseOps.serve(req) { $0.link(req, ino, newparent, newname) } }
+        o.open = { req, ino, fi in FuseOps.serve(req) { $0.open(req, ino, fi) } }
+        o.read = { req, ino, size, off, fi in FuseOps.serve(req) { $0.read(req, ino, size, off, fi) } }
+        o.write = { req, ino, buf, size, off, fi in FuseOps.serve(req) { $0.write(req, ino, buf, size, off, fi) } }
         o.flush = { req, ino, fi in FuseOps.fs(req).flush(req, ino, fi) }
+        // Closing needs no key: always served, so handles and descriptors are freed after a wipe.
         o.release = { req, ino, fi in FuseOps.fs(req).release(req, ino, fi) }
-        o.fsync = { req, ino, datasync, fi in FuseOps.fs(req).fsync(req, ino, datasync, fi) }
-        o.opendir = { req, ino, fi in FuseOps.fs(req).opendir(req, ino, fi) }
-        o.readdir = { req, ino, size, off, fi in FuseOps.fs(req).readdir(req, ino, size, off, fi, plus: false) }
-        o.readdirplus = { req, ino, size, off, fi in FuseOps.fs(req).readdir(req, ino, size, off, fi, plus: true) }
+        o.fsync = { req, ino, datasync, fi in FuseOps.serve(req) { $0.fsync(req, ino, datasync, fi) } }
+        o.opendir = { req, ino, fi in FuseOps.serve(req) { $0.opendir(req, ino, fi) } }
+        o.readdir = { req, ino, size, off, fi in FuseOps.serve(req) { $0.readdir(req, ino, size, off, fi, plus: false) } }
+        o.readdirplus = { req, ino, size, off, fi in FuseOps.serve(req) { $0.readdir(req, ino, size, off, fi, plus: true) } }
         o.releasedir = { req, _, fi in FuseOps.fs(req).releasedir(req, fi) }
-        o.fsyncdir = { req, ino, datasync, _ in FuseOps.fs(req).fsyncdir(req, ino, datasync) }
-        o.statfs = { req, _ in FuseOps.fs(req).statfs(req) }
-        o.setxattr = { req, ino, name, value, size, flags in FuseOps.fs(req).setxattr(req, ino, name, value, size, flags) }
-        o.getxattr = { req, ino, name, size in FuseOps.fs(req).getxattr(req, ino, name, size) }
-        o.listxattr = { req, ino, size in FuseOps.fs(req).listxattr(req, ino, size) }
-        o.removexattr = { req, ino, name in FuseOps.fs(req).removexattr(req, ino, name) }
-        o.access = { req, ino, mask in FuseOps.fs(req).access(req, ino, mask) }
-        o.create = { req, parent, name, mode, fi in FuseOps.fs(req).create(req, parent, name, mode, fi) }
-        o.lseek = { req, ino, off, whence, fi in FuseOps.fs(req).lseek(req, ino, off, whence, fi) }
+        o.fsyncdir = { req, ino, datasync, _ in FuseOps.serve(req) { $0.fsyncdir(req, ino, datasync) } }
+        o.statfs = { req, _ in FuseOps.serve(req) { $0.statfs(req) } }
+        o.setxattr = { req, ino, name, value, size, flags in FuseOps.serve(req) { $0.setxattr(req, ino, name, value, size, flags) } }
+        o.getxattr = { req, ino, name, size in FuseOps.serve(req) { $0.getxattr(req, ino, name, size) } }
+        o.listxattr = { req, ino, size in FuseOps.serve(req) { $0.listxattr(req, ino, size) } }
+        o.removexattr = { req, ino, name in FuseOps.serve(req) { $0.removexattr(req, ino, name) } }
+        o.access = { req, ino, mask in FuseOps.serve(req) { $0.access(req, ino, mask) } }
+        o.create = { req, parent, name, mode, fi in FuseOps.serve(req) { $0.create(req, parent, name, mode, fi) } }
+        o.lseek = { req, ino, off, whence, fi in FuseOps.serve(req) { $0.lseek(req, ino, off, whence, fi) } }
         return o
     }
 }

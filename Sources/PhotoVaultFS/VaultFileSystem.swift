@@ -18,6 +18,11 @@ public final class VaultFileSystem: @unchecked Sendable {
     private var session: OpaquePointer?
     private var mounted = false
     private var exitRequested = false
+    /// Read-locked by every request, write-locked by `wipeAll()`.
+    let gate = PRWLock()
+    private var wiped = false
+    /// Read under `gate`.
+    var isWiped: Bool { wiped }
 
     /// Called at the start of every request (idle timer). Set before `mount()`.
     public var onActivity: (@Sendable () -> Void)?
@@ -141,11 +146,7 @@ public final class VaultFileSystem: @unchecked Sendable {
         // Drop plaintext pages from the kernel's cache first (it would otherwise keep serving
         // reads of `complete` files after lock); with writeback caching this also flushes
         // dirty pages to us while the keys still exist.
-        if let se = lifecycle.withLock({ mounted ? session : nil }) {
-            for id in table.regularFileIDs() {
-                _ = fuse_lowlevel_notify_inval_inode(se, id, 0, 0)
-            }
-        }
+        dropKernelCache()
         backend.lock()
         for c in table.openContents() where c.protectionClass == .complete {
             c.wipeKey()
@@ -153,10 +154,26 @@ public final class VaultFileSystem: @unchecked Sendable {
         log("vault locked")
     }
 
-    /// Unmount: every key, class and file, is zeroed.
+    /// Unmount (or lock with no grace left): every key, class and file, is zeroed. Requests
+    /// in flight finish first; later ones are refused with EACCES. Idempotent.
     public func wipeAll() {
-        for c in table.openContents() { c.wipeKey() }
-        backend.wipeAll()
+        // Before the gate closes: invalidation may make the kernel write dirty pages back.
+        if !gate.withReadLock({ wiped }) { dropKernelCache() }
+        gate.withWriteLock {
+            if wiped { return }
+            wiped = true
+            for c in table.openContents() { c.wipeKey() }
+            backend.wipeAll()
+        }
+    }
+
+    /// Asks the kernel to drop every cached page of every regular file it knows, so no
+    /// plaintext stays readable from the page cache once keys are gone.
+    private func dropKernelCache() {
+        guard let se = lifecycle.withLock({ mounted ? session : nil }) else { return }
+        for id in table.regularFileIDs() {
+            _ = fuse_lowlevel_notify_inval_inode(se, id, 0, 0)
+        }
     }
 
     /// Open handles per protection class (files opened several times count once per handle).

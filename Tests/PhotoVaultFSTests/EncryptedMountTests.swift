@@ -204,5 +204,19 @@ final class EncryptedMountTests: XCTestCase {
         XCTAssertEqual(h.shell("ls \"$M/A\""), "f\n")
     }
 
+    func testWipeAllRefusesRequestsWithoutCrashing() throws {
+        h.shell("mkdir \"$M/d\"; echo secret > \"$M/d/f\"")
+        let fd = open(h.mountpoint + "/d/f", O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        h.fs.wipeAll()
+        var buf = [UInt8](repeating: 0, count: 6)
+        XCTAssertEqual(pread(fd, &buf, 6, 0), -1)
+        XCTAssertEqual(close(fd), 0)
+        let r = h.shellStatus("ls \"$M/d\" && cat \"$M/d/f\"")
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.err.contains("Permission denied"), r.err)
+        XCTAssertTrue(h.stop(), "unmount after a wipe still ends run()")
+    }
+
     private func rm(_ p: String) { unlink(p) }
 }

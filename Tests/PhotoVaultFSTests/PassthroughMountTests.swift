@@ -121,6 +121,36 @@ final class PassthroughMountTests: XCTestCase {
         XCTAssertEqual(h.shell("stat -c %i \"$M/keep/f\""), before)
     }
 
+    func testRequestExitFromAnotherThreadEndsRun() throws {
+        h.shell("echo x > \"$M/f\"")
+        DispatchQueue.global().async { self.h.fs.requestExit() }
+        let deadline = Date().addingTimeInterval(10)
+        while MountHarness.mounted(h.mountpoint) && Date() < deadline { usleep(20_000) }
+        XCTAssertFalse(MountHarness.mounted(h.mountpoint))
+        XCTAssertTrue(h.stop(), "run() did not return after requestExit()")
+    }
+
+    func testReadOnlyMountAndActivityCallback() throws {
+        XCTAssertTrue(h.stop())
+        final class Counter: @unchecked Sendable {
+            let lock = NSLock(); var n = 0
+            func bump() { lock.lock(); n += 1; lock.unlock() }
+        }
+        let counter = Counter()
+        let fs = try VaultFileSystem(plainRoot: h.backing, options: MountOptions(mountpoint: h.mountpoint, readOnly: true), log: { _ in })
+        fs.onActivity = { counter.bump() }
+        try fs.mount()
+        let t = Thread { _ = fs.run() }
+        t.start()
+        defer { MountHarness.sh("fusermount3", "-u", h.mountpoint); usleep(200_000) }
+        FileManager.default.createFile(atPath: h.backing + "/existing", contents: Data("ro".utf8))
+        XCTAssertEqual(h.shell("cat \"$M/existing\""), "ro")
+        let r = h.shellStatus("echo x > \"$M/new\"")
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.err.contains("Read-only file system"), r.err)
+        XCTAssertGreaterThan(counter.n, 0, "onActivity is called for requests")
+    }
+
     func testMountErrors() throws {
         let missing = try VaultFileSystem(plainRoot: h.backing, options: MountOptions(mountpoint: h.base + "/nope"), log: { _ in })
         XCTAssertThrowsError(try missing.mount()) { XCTAssertEqual($0 as? MountError, .mountpointMissing(h.base + "/nope")) }
