@@ -71,7 +71,7 @@ _photovault() {
             "mount") _photovault_compgen -W "--user --foreground -f --read-only --allow-other --idle --on-lock --lock-grace --private-thumbnails --no-dbus --passfile --password-stdin --extpass --store --help -h" ;;
             "unmount") _photovault_compgen -W "--store --help -h" ;;
             "lock") _photovault_compgen -W "--store --help -h" ;;
-            "unlock") _photovault_compgen -W "--passfile --password-stdin --extpass --store --help -h" ;;
+            "unlock") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
             "status") _photovault_compgen -W "--store --help -h" ;;
             "class set") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
             "class get") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;

@@ -204,7 +204,7 @@ extension CommandSpec {
             discussion: "Asks for the password of the account mounted at MOUNTPOINT and makes every "
                 + "file readable again. " + passwordNote,
             arguments: [mountpointArgument],
-            options: passwordOptions,
+            options: [userOption] + passwordOptions,
             examples: [Example("photovault unlock", "Unlock ~/PhotoVault after a lock.")]),
 
         CommandSpec(
