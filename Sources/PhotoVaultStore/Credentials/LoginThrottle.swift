@@ -17,7 +17,10 @@ public struct LoginThrottle: Sendable {
     /// Wall clock (seconds since the epoch); failures are recorded across processes.
     public var now: @Sendable () -> Double = { Date().timeIntervalSince1970 }
     public var sleep: @Sendable (Double) -> Void = { s in
-        if s > 0 { usleep(useconds_t(min(s, 3600) * 1_000_000)) }
+        guard s > 0 else { return }
+        var req = timespec(tv_sec: Int(s), tv_nsec: Int((s - s.rounded(.down)) * 1e9))
+        var rem = timespec()
+        while nanosleep(&req, &rem) != 0 && errno == EINTR { req = rem }
     }
 
     public init() {}
