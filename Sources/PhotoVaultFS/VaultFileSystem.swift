@@ -21,6 +21,9 @@ public final class VaultFileSystem: @unchecked Sendable {
     /// Read-locked by every request, write-locked by `wipeAll()`.
     let gate = PRWLock()
     private var wiped = false
+    /// Set during the lock grace period: every new open or create is refused (EACCES).
+    private let openGate = PMutex()
+    private var refusingOpens = false
     /// Read under `gate`.
     var isWiped: Bool { wiped }
 
@@ -140,6 +143,14 @@ public final class VaultFileSystem: @unchecked Sendable {
             VaultFileSystem.spawnWait("/usr/bin/fusermount3", ["-u", "-z", "--", mp])
         }
     }
+
+    /// Lock grace period (`--on-lock unmount`): handles already open may finish, but no new
+    /// open or create succeeds from now on.
+    public func refuseNewOpens() {
+        openGate.withLock { refusingOpens = true }
+    }
+
+    var opensRefused: Bool { openGate.withLock { refusingOpens } }
 
     /// Device lock: forgets the class keys and the file keys of open `complete` files.
     public func lock() {

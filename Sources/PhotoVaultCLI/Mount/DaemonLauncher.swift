@@ -31,7 +31,7 @@ enum DaemonLauncher {
         var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
         defer { for p in cargs { free(p) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, &cargs, environ)
+        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, &cargs, Glibc.environ)
         close(ready[1]); close(keys[0])
         guard rc == 0 else {
             close(ready[0]); close(keys[1])

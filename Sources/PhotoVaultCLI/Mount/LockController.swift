@@ -54,6 +54,7 @@ final class LockController: @unchecked Sendable {
             if case .prepareForSleep = reason { releaseSleepInhibitor?() }
             return   // already locking or locked: lock events are idempotent
         }
+        if settings.onLock == .unmount { fs.refuseNewOpens() }
         fs.lock()
         let zeroed = monotonicMs() - t0
         lastKeysZeroedMs = zeroed
