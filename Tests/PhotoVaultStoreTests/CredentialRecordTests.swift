@@ -59,6 +59,16 @@ final class CredentialRecordTests: CredentialTestCase {
         XCTAssertEqual(try throttleFiles(), [])
     }
 
+    func testRecoveryResetRepairsALoweredCost() throws {
+        let rk = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
+        try editRecord { $0["kdf"] = ["opsLimit": 1, "memLimit": 8 << 20] }
+        assertThrows(.weakKDFParameters) { _ = try self.store.open(user: "alice", password: self.pw("alice-password")) }
+        // The recovery slot does not depend on the cost; the reset writes the default one.
+        try store.resetPassword(user: "alice", recoveryKey: rk.formatted, new: pw("repaired password"))
+        XCTAssertEqual(try AccountRecord.decode(FileIO.readFile(recordPath)).kdf, .standard)
+        _ = try store.open(user: "alice", password: pw("repaired password"))
+    }
+
     func testStoreFloorAboveTheGlobalFloorIsEnforced() throws {
         var c = StoreConfig()
         c.kdfFloor = Argon2Parameters(opsLimit: 3, memLimit: 64 << 20)
