@@ -37,11 +37,10 @@ enum UserCommands {
         let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
         let user = try args.userName()
         let key = try PasswordInput().recoveryKey(args)
-        let text = key.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-        key.wipe()
+        defer { key.wipe() }
         let new = try PasswordInput().newPassword(args)
         defer { new.wipe() }
-        try accounts.resetPassword(user: user, recoveryKey: text, new: new)
+        try accounts.resetPassword(user: user, recoveryKey: key, new: new)
         print("New password set for '\(user)'.")
         return 0
     }
