@@ -62,7 +62,7 @@ extension CommandSpec {
                            completion: .choices(["aes256gcm", "xchacha20poly1305"])),
                 OptionSpec("chunk-size", value: "BYTES",
                            help: "Plaintext bytes per encrypted chunk; each chunk is authenticated separately.",
-                           default: "65536", completion: .nothing),
+                           default: "4096", completion: .nothing),
             ],
             examples: [
                 Example("photovault init", "Create a store in the default place."),

@@ -1,5 +1,6 @@
 import Glibc
 import PhotoVaultCrypto
+import Dispatch
 
 /// Random-access plaintext I/O on one encrypted file (FORMAT.md, "File contents").
 ///
@@ -151,28 +152,41 @@ public final class ContentFile: @unchecked Sendable {
         guard got == sealedLen else { throw StoreError.integrity(path: displayPath, detail: "file shorter than its size") }
         var scratch: UnsafeMutableRawPointer? = nil
         defer { if let s = scratch { secureZero(UnsafeMutableRawBufferPointer(start: s, count: layout.chunkSize)); s.deallocate() } }
-        var produced = 0
-        var i = first
-        while i <= last {
+        // Edge chunks (partly requested) go through a scratch buffer; whole chunks are opened
+        // straight into the caller's buffer, in parallel when the request is large.
+        var wholeFirst = first, wholeLast = last
+        var failed: UInt64? = nil
+        func outOffset(_ i: UInt64) -> Int { Int(max(offset, i * cs) - offset) }
+        for i in Set([first, last]) {
             let chunkStart = i * cs
             let plainLen = Int(min(cs, size - chunkStart))
-            let sealed = buf + Int(i - first) * layout.sealedChunkSize
             let from = max(offset, chunkStart)
             let to = min(end, chunkStart + UInt64(plainLen))
+            guard from != chunkStart || to != chunkStart + UInt64(plainLen) else { continue }
+            if scratch == nil { scratch = UnsafeMutableRawPointer.allocate(byteCount: layout.chunkSize, alignment: 16) }
             do {
-                if from == chunkStart && to == chunkStart + UInt64(plainLen) {
-                    try cipher.open(index: i, sealed: sealed, sealedCount: plainLen + layout.overhead, into: out + produced)
-                } else {
-                    if scratch == nil { scratch = UnsafeMutableRawPointer.allocate(byteCount: layout.chunkSize, alignment: 16) }
-                    try cipher.open(index: i, sealed: sealed, sealedCount: plainLen + layout.overhead, into: scratch!)
-                    (out + produced).copyMemory(from: scratch! + Int(from - chunkStart), byteCount: Int(to - from))
-                }
-            } catch {
-                secureZero(UnsafeMutableRawBufferPointer(start: out, count: produced))
-                throw StoreError.integrity(path: displayPath, detail: "chunk \(i) failed authentication")
+                try cipher.open(index: i, sealed: buf + Int(i - first) * layout.sealedChunkSize,
+                                sealedCount: plainLen + layout.overhead, into: scratch!)
+            } catch { failed = i; break }
+            (out + outOffset(i)).copyMemory(from: scratch! + Int(from - chunkStart), byteCount: Int(to - from))
+            if i == first { wholeFirst = first + 1 }
+            if i == last { wholeLast = last &- 1 }
+        }
+        if failed == nil && wholeFirst <= wholeLast && wholeLast != UInt64.max {
+            let sealedChunk = layout.sealedChunkSize
+            failed = ParallelChunks.run(wholeFirst...wholeLast, bytesPerChunk: layout.chunkSize) { i in
+                let plainLen = Int(min(cs, size - i * cs))
+                do {
+                    try cipher.open(index: i, sealed: buf + Int(i - first) * sealedChunk,
+                                    sealedCount: plainLen + self.layout.overhead, into: out + outOffset(i))
+                    return true
+                } catch { return false }
             }
-            produced += Int(to - from)
-            i += 1
+        }
+        let produced = Int(end - offset)
+        if let i = failed {
+            secureZero(UnsafeMutableRawBufferPointer(start: out, count: produced))
+            throw StoreError.integrity(path: displayPath, detail: "chunk \(i) failed authentication")
         }
         return produced
     }
@@ -257,6 +271,7 @@ public final class ContentFile: @unchecked Sendable {
             let out = UnsafeMutableRawPointer.allocate(byteCount: outLen, alignment: 16)
             defer { out.deallocate() }
             let nonces = NonceSequence(cipher: layout.cipher)
+            var direct: [UInt64] = []
             var i = first
             try withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { nb in
                 while i <= batchLast {
@@ -285,10 +300,32 @@ public final class ContentFile: @unchecked Sendable {
                         }
                         src = UnsafeRawPointer(plain)
                     }
-                    nonces.nonce(Int(i - first), into: nb.baseAddress!)
-                    cipher.seal(index: i, plaintext: src, count: cNewLen, nonce: nb.baseAddress!,
-                                into: out + Int(i - first) * layout.sealedChunkSize)
+                    if src == UnsafeRawPointer(plain) {
+                        // Sealed now: `plain` is reused by the next partial chunk.
+                        nonces.nonce(Int(i - first), into: nb.baseAddress!)
+                        cipher.seal(index: i, plaintext: src, count: cNewLen, nonce: nb.baseAddress!,
+                                    into: out + Int(i - first) * layout.sealedChunkSize)
+                    } else {
+                        direct.append(i)
+                    }
                     i += 1
+                }
+            }
+            // Chunks wholly covered by the caller's data are sealed in parallel for large writes.
+            if !direct.isEmpty, let d = data {
+                let sealedChunk = layout.sealedChunkSize
+                let batchFirst = first
+                let ns = layout.cipher.nonceSize
+                _ = ParallelChunks.run(direct[0]...direct[direct.count - 1], bytesPerChunk: layout.chunkSize) { i in
+                    let cStart = i * cs
+                    let cNewLen = Int(min(cs, newSize - cStart))
+                    withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { nb in
+                        nonces.nonce(Int(i - batchFirst), into: nb.baseAddress!)
+                        cipher.seal(index: i, plaintext: UnsafeRawPointer(d + Int(cStart - offset)), count: cNewLen,
+                                    nonce: nb.baseAddress!, into: out + Int(i - batchFirst) * sealedChunk)
+                    }
+                    _ = ns
+                    return true
                 }
             }
             try FileIO.writeAll(fd, out, outLen, offset: Int64(layout.sealedOffset(ofChunk: first)))
@@ -320,5 +357,40 @@ public final class ContentFile: @unchecked Sendable {
 
     public func sync() throws {
         guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
+    }
+}
+
+/// Runs a per-chunk operation over a range of chunk indices, split across the CPU's cores
+/// when the range is large enough to pay for the hand-off (measured: crypto is most of a
+/// large request's cost, and one FUSE request is otherwise handled by one thread).
+/// Returns the first index for which `body` returned false, or nil.
+enum ParallelChunks {
+    static let minimumParallelBytes = 64 * 1024
+    static let workers = max(1, min(4, sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+
+    static func run(_ range: ClosedRange<UInt64>, bytesPerChunk: Int, _ body: (UInt64) -> Bool) -> UInt64? {
+        let n = Int(range.upperBound - range.lowerBound) + 1
+        let parts = n * bytesPerChunk >= minimumParallelBytes ? min(workers, n) : 1
+        if parts <= 1 {
+            for i in range where !body(i) { return i }
+            return nil
+        }
+        // Each part records its first failure in its own slot: no shared mutable state.
+        let failures = UnsafeMutablePointer<UInt64>.allocate(capacity: parts)
+        failures.initialize(repeating: UInt64.max, count: parts)
+        defer { failures.deallocate() }
+        withoutActuallyEscaping(body) { body in
+            DispatchQueue.concurrentPerform(iterations: parts) { p in
+                let lo = range.lowerBound + UInt64(n * p / parts)
+                let hi = range.lowerBound + UInt64(n * (p + 1) / parts)
+                var i = lo
+                while i < hi {
+                    if !body(i) { failures[p] = i; return }
+                    i += 1
+                }
+            }
+        }
+        for p in 0..<parts where failures[p] != UInt64.max { return failures[p] }
+        return nil
     }
 }

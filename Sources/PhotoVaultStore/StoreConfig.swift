@@ -8,7 +8,7 @@ public struct StoreConfig: Equatable, Sendable {
     public static let fileName = "photovault.conf"
     public static let formatName = "photovault-store"
     public static let currentVersion = 1
-    public static let defaultChunkSize = 65536
+    public static let defaultChunkSize = 4096
 
     public var version: Int
     public var storeID: [UInt8]                 // 16 random bytes; bound into every credential record

@@ -51,7 +51,7 @@ final class GeneratedDocsTests: XCTestCase {
         XCTAssertTrue(mount.contains("(default: 60s)"))
         XCTAssertTrue(mount.contains("(default: ~/PhotoVault)"))
         let initHelp = flat(Help.text(for: ["init"])!)
-        XCTAssertTrue(initHelp.contains("(default: 65536)"))
+        XCTAssertTrue(initHelp.contains("(default: 4096)"))
         XCTAssertTrue(initHelp.contains("(default: aes256gcm when the CPU has AES-NI, else xchacha20poly1305)"))
     }
 
