@@ -7,6 +7,9 @@ enum Harness {
     /// The `photovault` executable built beside this test bundle (.build/<triple>/debug/).
     static var binary: String {
         let bundle = Bundle(for: Token.self).bundleURL
+        // On Linux the test bundle's URL is the build directory itself (.build/<triple>/debug).
+        let beside = bundle.appendingPathComponent("photovault").path
+        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
         var dir = bundle.deletingLastPathComponent()
         for _ in 0..<3 {
             let candidate = dir.appendingPathComponent("photovault").path
@@ -24,38 +27,111 @@ enum Harness {
     }
 
     /// Runs a command with optional stdin, environment additions and a timeout.
+    ///
+    /// posix_spawn + waitpid, not Foundation.Process: on Linux, Process learns that its child
+    /// exited from a socket it leaks into the child (swift-corelibs-foundation issue 4795), so
+    /// `photovault mount`, whose background daemon inherits that socket, would look alive until
+    /// the daemon exits (and waitUntilExit could hang for good).
     @discardableResult
     static func run(_ argv: [String], stdin: String? = nil, env: [String: String] = [:], timeout: Double = 120,
                     cwd: String? = nil) -> Result {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: argv[0].hasPrefix("/") ? argv[0] : "/usr/bin/env")
-        p.arguments = argv[0].hasPrefix("/") ? Array(argv.dropFirst()) : argv
+        var exe = argv[0].hasPrefix("/") ? argv[0] : "/usr/bin/env"
+        var args = argv[0].hasPrefix("/") ? argv : ["env"] + argv
+        if let c = cwd {   // coreutils env -C: chdir, then exec
+            exe = "/usr/bin/env"
+            args = ["env", "-C", c] + (argv[0].hasPrefix("/") ? argv : argv)
+        }
         var e = ProcessInfo.processInfo.environment
         for (k, v) in env { e[k] = v }
-        p.environment = e
-        if let c = cwd { p.currentDirectoryURL = URL(fileURLWithPath: c) }
-        let out = Pipe(), err = Pipe(), inp = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = stdin == nil ? FileHandle.nullDevice : inp
-        do { try p.run() } catch { return Result(status: 127, stdout: "", stderr: "\(error)") }
-        if let s = stdin {
-            inp.fileHandleForWriting.write(Data(s.utf8))
-            try? inp.fileHandleForWriting.close()
+        var outP: [Int32] = [-1, -1], errP: [Int32] = [-1, -1], inP: [Int32] = [-1, -1]
+        // Pipes are made close-on-exec under a lock shared with the spawn, so a command started
+        // by another thread at the same moment cannot inherit (and hold open) our pipes.
+        spawnLock.lock()
+        guard pipe(&outP) == 0, pipe(&errP) == 0, pipe(&inP) == 0 else {
+            spawnLock.unlock()
+            return Result(status: 127, stdout: "", stderr: "pipe failed")
         }
-        // Read both pipes concurrently so a chatty child cannot block.
-        var outData = Data(), errData = Data()
-        let g = DispatchGroup()
-        g.enter(); DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); g.leave() }
-        g.enter(); DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); g.leave() }
+        for fd in outP + errP + inP { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var fa = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&fa)
+        if stdin == nil {
+            posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)
+        } else {
+            posix_spawn_file_actions_adddup2(&fa, inP[0], 0)
+        }
+        posix_spawn_file_actions_adddup2(&fa, outP[1], 1)
+        posix_spawn_file_actions_adddup2(&fa, errP[1], 2)
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        // Default signal dispositions and an empty mask in the child.
+        var all = sigset_t(), none = sigset_t()
+        sigfillset(&all); sigemptyset(&none)
+        posix_spawnattr_setsigdefault(&attr, &all)
+        posix_spawnattr_setsigmask(&attr, &none)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        let cargv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
+        let cenv: [UnsafeMutablePointer<CChar>?] = e.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, exe, &fa, &attr, cargv, cenv)
+        spawnLock.unlock()
+        posix_spawn_file_actions_destroy(&fa)
+        posix_spawnattr_destroy(&attr)
+        for p in cargv { free(p) }
+        for p in cenv { free(p) }
+        close(outP[1]); close(errP[1]); close(inP[0])
+        guard rc == 0 else {
+            close(outP[0]); close(errP[0]); close(inP[1])
+            return Result(status: 127, stdout: "", stderr: "posix_spawn \(exe): \(String(cString: strerror(rc)))")
+        }
+        if let s = stdin {
+            // Small inputs only (passwords, a few lines): fits the pipe buffer.
+            let b = Array(s.utf8)
+            _ = b.withUnsafeBytes { write(inP[1], $0.baseAddress, b.count) }
+        }
+        close(inP[1])
+        var outData = [UInt8](), errData = [UInt8]()
+        var open: [Int32] = [outP[0], errP[0]]
+        var status: Int32 = 0
+        var exited = false
+        var killed = false
         let deadline = Date().addingTimeInterval(timeout)
-        while p.isRunning && Date() < deadline { usleep(10_000) }
-        if p.isRunning { p.terminate(); usleep(200_000); if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
-        g.wait()
-        p.waitUntilExit()
-        return Result(status: p.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+        var drainUntil: Date? = nil
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            if !exited {
+                let w = waitpid(pid, &status, WNOHANG)
+                if w == pid || (w < 0 && errno == ECHILD) {
+                    exited = true
+                    // A grandchild may keep the pipes: read what is there, not forever.
+                    drainUntil = Date().addingTimeInterval(2)
+                }
+            }
+            if open.isEmpty && exited { break }
+            if let d = drainUntil, Date() > d { break }
+            if !exited && !killed && Date() > deadline {
+                kill(pid, SIGTERM); usleep(200_000)
+                if waitpid(pid, &status, WNOHANG) == 0 { kill(pid, SIGKILL) }
+                killed = true
+            }
+            var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&fds, nfds_t(fds.count), 20)
+            for f in fds where f.revents != 0 {
+                let n = read(f.fd, &buf, buf.count)
+                if n > 0 {
+                    if f.fd == outP[0] { outData += buf[0..<n] } else { errData += buf[0..<n] }
+                } else if n == 0 || (errno != EINTR && errno != EAGAIN) {
+                    open.removeAll { $0 == f.fd }
+                }
+            }
+        }
+        close(outP[0]); close(errP[0])
+        if !exited { _ = waitpid(pid, &status, 0) }
+        let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return Result(status: code, stdout: String(decoding: outData, as: UTF8.self),
                       stderr: String(decoding: errData, as: UTF8.self))
     }
+
+    private static let spawnLock = NSLock()
 
     /// Runs through `bash -c`.
     @discardableResult

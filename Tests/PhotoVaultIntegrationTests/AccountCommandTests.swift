@@ -1,0 +1,274 @@
+import Foundation
+import XCTest
+
+/// `photovault init` and `photovault user ...` driven through the built binary: exit codes,
+/// one clear error line each, and what each command does to the store (issue "The credential
+/// store").
+final class AccountCommandTests: XCTestCase {
+    func testInitTwiceIsRefused() {
+        let s = Sandbox("acct-init")
+        let first = s.pv(["init", "--store", s.store])
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertTrue(first.stdout.contains("Created an empty PhotoVault store"), first.stdout)
+        let config = try? Data(contentsOf: URL(fileURLWithPath: s.store + "/photovault.conf"))
+        XCTAssertNotNil(config)
+        let again = s.pv(["init", "--store", s.store])
+        assertFailure(again, 20, "already exists")
+        XCTAssertEqual(try? Data(contentsOf: URL(fileURLWithPath: s.store + "/photovault.conf")), config,
+                       "a refused init must not rewrite the config")
+    }
+
+    func testUserAddRefusesExistingEmptyAndShortInput() throws {
+        let s = Sandbox("acct-add")
+        s.initStore(users: [])
+        let r = s.pv(["user", "add", "alice", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertNotNil(AccountFixtures.recoveryKey(in: r.stdout), "no recovery key printed: \(r.stdout)")
+
+        assertFailure(s.pv(["user", "add", "alice", "--store", s.store, "--passfile", s.passfile]), 6, "already exists")
+        assertFailure(s.pv(["user", "add", "", "--store", s.store, "--passfile", s.passfile]), 7, "user name is empty")
+
+        let empty = s.root + "/empty-pass"
+        try "".write(toFile: empty, atomically: true, encoding: .utf8)
+        assertFailure(s.pv(["user", "add", "bob", "--store", s.store, "--passfile", empty]), 7, "password is empty")
+
+        let short = s.root + "/short-pass"
+        try "seven77\n".write(toFile: short, atomically: true, encoding: .utf8)
+        // The rule must be stated, not just "too short".
+        assertFailure(s.pv(["user", "add", "bob", "--store", s.store, "--passfile", short]), 8, "at least 8 characters")
+
+        // Eight code points in 10 bytes are enough (code points, not bytes).
+        let umlaut = s.root + "/umlaut-pass"
+        try "pässwörd".write(toFile: umlaut, atomically: true, encoding: .utf8)
+        XCTAssertEqual(s.pv(["user", "add", "bob", "--store", s.store, "--passfile", umlaut]).status, 0)
+        // None of the refused attempts left a record behind.
+        XCTAssertEqual(AccountFixtures.recordFiles(s).count, 2)
+    }
+
+    func testUserListCountsAndCheckAnswersWithoutPassword() {
+        let s = Sandbox("acct-list")
+        s.initStore(users: [])
+        let zero = s.pv(["user", "list", "--store", s.store])
+        XCTAssertEqual(zero.status, 0, zero.stderr)
+        XCTAssertTrue(zero.stdout.hasPrefix("0 accounts"), zero.stdout)
+        s.addUser("alice")
+        s.addUser("bob")
+        let two = s.pv(["user", "list", "--store", s.store])
+        XCTAssertEqual(two.status, 0, two.stderr)
+        XCTAssertTrue(two.stdout.hasPrefix("2 accounts"), two.stdout)
+        XCTAssertFalse(two.stdout.contains("alice"), "names are not stored, so list cannot show them")
+
+        let yes = s.pv(["user", "check", "alice", "--store", s.store])
+        XCTAssertEqual(yes.status, 0, yes.stderr)
+        assertFailure(s.pv(["user", "check", "carol", "--store", s.store]), 4, "no such account")
+        // Names are not case folded.
+        assertFailure(s.pv(["user", "check", "Alice", "--store", s.store]), 4, "no such account")
+    }
+
+    func testStoreNotInitialisedIsExit3ForEveryAccountCommand() {
+        let s = Sandbox("acct-noinit")
+        for args in [["user", "add", "alice", "--passfile", s.passfile], ["user", "list"], ["user", "check", "alice"],
+                     ["user", "passwd", "alice", "--passfile", s.passfile, "--new-passfile", s.passfile],
+                     ["user", "remove", "alice", "--passfile", s.passfile]] {
+            let r = s.pv(args + ["--store", s.store])
+            assertFailure(r, 3, "no PhotoVault store", "\(args)")
+        }
+        let mp = s.root + "/mnt"
+        try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        assertFailure(s.pv(["mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus"]),
+                      3, "no PhotoVault store")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: s.store), "a failed command must not create the store")
+    }
+
+    /// The password changes, the old one stops working, and no byte of the photos changes.
+    func testPasswdRewrapsOnlyAndOldPasswordStopsWorking() throws {
+        let s = Sandbox("acct-passwd")
+        s.initStore()
+        let mp = s.mount()
+        let photo = AccountFixtures.randomBytes(300_000)
+        try Data(photo).write(to: URL(fileURLWithPath: mp + "/IMG_0001.jpg"))
+        s.unmount(mp)
+        let treeBefore = AccountFixtures.snapshot(s.store + "/users")
+        XCTAssertFalse(treeBefore.isEmpty)
+        let recordBefore = try AccountFixtures.onlyRecordBytes(s)
+
+        let newPass = s.root + "/new-pass"
+        try "a brand new passphrase\n".write(toFile: newPass, atomically: true, encoding: .utf8)
+        let r = s.pv(["user", "passwd", "alice", "--store", s.store, "--passfile", s.passfile, "--new-passfile", newPass])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertNotEqual(try AccountFixtures.onlyRecordBytes(s), recordBefore, "the record must be rewritten")
+        XCTAssertEqual(AccountFixtures.snapshot(s.store + "/users"), treeBefore,
+                       "a password change must not touch any file of the tree (no re-encryption)")
+
+        // Old password: refused. New password: the same photo, byte for byte.
+        let mp2 = s.root + "/mnt2"
+        try FileManager.default.createDirectory(atPath: mp2, withIntermediateDirectories: true)
+        assertFailure(s.pv(["mount", mp2, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus"]),
+                      5, "wrong password")
+        XCTAssertFalse(Harness.isMounted(mp2))
+        let m = s.mount(at: "mnt2", passfile: newPass)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: m + "/IMG_0001.jpg")), Data(photo))
+        s.unmount(m)
+    }
+
+    func testResetPasswordWithTheRecoveryKey() throws {
+        let s = Sandbox("acct-reset")
+        s.initStore(users: [])
+        let add = s.pv(["user", "add", "alice", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(add.status, 0, add.stderr)
+        let key = try XCTUnwrap(AccountFixtures.recoveryKey(in: add.stdout))
+        // bob's key is well-formed but belongs to another account.
+        let addBob = s.pv(["user", "add", "bob", "--store", s.store, "--passfile", s.passfile])
+        let bobKey = try XCTUnwrap(AccountFixtures.recoveryKey(in: addBob.stdout))
+        XCTAssertNotEqual(key, bobKey)
+
+        let newPass = s.root + "/new-pass"
+        try "reset by recovery key\n".write(toFile: newPass, atomically: true, encoding: .utf8)
+        let keyFile = s.root + "/key"
+        func reset(_ k: String) -> Harness.Result {
+            try? (k + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
+            return s.pv(["user", "reset-password", "alice", "--store", s.store, "--recovery-key-file", keyFile,
+                         "--new-passfile", newPass])
+        }
+        assertFailure(reset(bobKey), 2, "does not open this account")
+        // One character changed: caught by the checksum as a typo.
+        var typo = Array(key)
+        typo[0] = typo[0] == "A" ? "B" : "A"
+        assertFailure(reset(String(typo)), 2, "mistyped")
+        // Still the old password after the refusals.
+        XCTAssertEqual(AccountFixtures.mountWorks(s, passfile: s.passfile), 0)
+
+        // Lower case and without dashes is accepted (parsing ignores both).
+        let ok = reset(key.lowercased().replacingOccurrences(of: "-", with: " "))
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        XCTAssertEqual(AccountFixtures.mountWorks(s, passfile: s.passfile), 5, "the old password must stop working")
+        XCTAssertEqual(AccountFixtures.mountWorks(s, passfile: newPass), 0)
+        // The recovery key stays valid after use.
+        try "second reset password\n".write(toFile: newPass, atomically: true, encoding: .utf8)
+        XCTAssertEqual(reset(key).status, 0)
+        XCTAssertEqual(AccountFixtures.mountWorks(s, passfile: newPass), 0)
+    }
+
+    func testRemoveNeedsThePasswordAndKeepsPhotosUnlessAsked() throws {
+        let s = Sandbox("acct-remove")
+        s.initStore(users: ["alice", "bob"])
+        for user in ["alice", "bob"] {
+            let mp = s.mount(user)
+            try Data("photo of \(user)".utf8).write(to: URL(fileURLWithPath: mp + "/p.jpg"))
+            s.unmount(mp)
+        }
+        let trees = { (try? FileManager.default.contentsOfDirectory(atPath: s.store + "/users").sorted()) ?? [] }
+        XCTAssertEqual(trees().count, 2)
+        let wrong = s.root + "/wrong"
+        try "not the password\n".write(toFile: wrong, atomically: true, encoding: .utf8)
+        assertFailure(s.pv(["user", "remove", "alice", "--store", s.store, "--passfile", wrong]), 5, "wrong password")
+        XCTAssertEqual(s.pv(["user", "check", "alice", "--store", s.store]).status, 0, "a refused remove removed")
+
+        let keep = s.pv(["user", "remove", "alice", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(keep.status, 0, keep.stderr)
+        XCTAssertTrue(keep.stdout.contains("stay in the store"), keep.stdout)
+        assertFailure(s.pv(["user", "check", "alice", "--store", s.store]), 4, "no such account")
+        XCTAssertEqual(trees().count, 2, "photos must stay without --delete-photos")
+        XCTAssertEqual(AccountFixtures.recordFiles(s).count, 1)
+
+        let before = trees()
+        let del = s.pv(["user", "remove", "bob", "--store", s.store, "--passfile", s.passfile, "--delete-photos"])
+        XCTAssertEqual(del.status, 0, del.stderr)
+        XCTAssertEqual(trees().count, 1, "--delete-photos must remove bob's tree")
+        XCTAssertTrue(Set(before).isSuperset(of: trees()))
+        XCTAssertEqual(AccountFixtures.recordFiles(s).count, 0)
+        assertFailure(s.pv(["user", "remove", "bob", "--store", s.store, "--passfile", s.passfile]), 4, "no such account")
+    }
+
+    func testPasswordStdinAndExtpass() throws {
+        let s = Sandbox("acct-pwsrc")
+        s.initStore(users: [])
+        let add = s.pv(["user", "add", "carol", "--store", s.store, "--password-stdin"], stdin: "stdin password 1\n")
+        XCTAssertEqual(add.status, 0, add.stderr)
+        let mp = s.root + "/mnt"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        // --extpass: the first line the command prints.
+        let ok = s.pv(["mount", mp, "--store", s.store, "--user", "carol", "--no-dbus",
+                       "--extpass", "printf 'stdin password 1\\nignored second line\\n'"])
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) })
+        s.mounts.append(mp)
+        s.unmount(mp)
+        assertFailure(s.pv(["mount", mp, "--store", s.store, "--user", "carol", "--no-dbus", "--extpass", "echo nope-nope-nope"]),
+                      5, "wrong password")
+        assertFailure(s.pv(["mount", mp, "--store", s.store, "--user", "carol", "--no-dbus", "--password-stdin"],
+                           stdin: "stdin password 2\n"), 5, "wrong password")
+        let viaStdin = s.pv(["mount", mp, "--store", s.store, "--user", "carol", "--no-dbus", "--password-stdin"],
+                            stdin: "stdin password 1\n")
+        XCTAssertEqual(viaStdin.status, 0, viaStdin.stderr)
+        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) })
+        s.unmount(mp)
+    }
+}
+
+/// Exit code, and exactly one line on stderr that starts with "photovault:" and says `needle`.
+func assertFailure(_ r: Harness.Result, _ code: Int32, _ needle: String, _ context: String = "",
+                   file: StaticString = #filePath, line: UInt = #line) {
+    XCTAssertEqual(r.status, code, "\(context) exit code; stderr: \(r.stderr)", file: file, line: line)
+    let lines = r.stderr.split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+    XCTAssertEqual(lines.count, 1, "\(context) want one error line, got: \(r.stderr)", file: file, line: line)
+    XCTAssertTrue(lines.first?.hasPrefix("photovault: ") ?? false, "\(context) \(r.stderr)", file: file, line: line)
+    XCTAssertTrue(r.stderr.contains(needle), "\(context) stderr lacks '\(needle)': \(r.stderr)", file: file, line: line)
+}
+
+/// Store inspection shared by the account tests.
+enum AccountFixtures {
+    /// The recovery key `user add` printed: 14 groups of 4 base32 characters.
+    static func recoveryKey(in stdout: String) -> String? {
+        let pattern = try! NSRegularExpression(pattern: "[A-Z2-7]{4}(-[A-Z2-7]{4}){13}")
+        let ns = stdout as NSString
+        guard let m = pattern.firstMatch(in: stdout, range: NSRange(location: 0, length: ns.length)) else { return nil }
+        return ns.substring(with: m.range)
+    }
+
+    static func recordFiles(_ s: Sandbox) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: s.store + "/accounts")) ?? [])
+            .filter { $0.hasSuffix(".rec") }.sorted().map { s.store + "/accounts/" + $0 }
+    }
+
+    static func onlyRecordBytes(_ s: Sandbox) throws -> Data {
+        let files = recordFiles(s)
+        XCTAssertEqual(files.count, 1)
+        return try Data(contentsOf: URL(fileURLWithPath: try XCTUnwrap(files.first)))
+    }
+
+    /// Relative path -> bytes of every regular file (and "dir"/"link" markers) below `dir`.
+    static func snapshot(_ dir: String) -> [String: Data] {
+        var out: [String: Data] = [:]
+        guard let e = FileManager.default.enumerator(atPath: dir) else { return out }
+        while let rel = e.nextObject() as? String {
+            let p = dir + "/" + rel
+            var st = stat()
+            guard lstat(p, &st) == 0 else { continue }
+            switch st.st_mode & S_IFMT {
+            case S_IFREG: out[rel] = FileManager.default.contents(atPath: p) ?? Data()
+            case S_IFDIR: out[rel] = Data("dir".utf8)
+            default: out[rel] = Data("other".utf8)
+            }
+        }
+        return out
+    }
+
+    static func randomBytes(_ n: Int) -> [UInt8] {
+        var g = SystemRandomNumberGenerator()
+        return (0..<n).map { _ in UInt8.random(in: 0...255, using: &g) }
+    }
+
+    /// Mounts alice with `passfile` and unmounts again; returns the mount's exit code.
+    static func mountWorks(_ s: Sandbox, user: String = "alice", passfile: String) -> Int32 {
+        let mp = s.root + "/probe-\(user)"
+        try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let r = s.pv(["mount", mp, "--store", s.store, "--user", user, "--passfile", passfile, "--no-dbus"])
+        if r.status == 0 {
+            _ = Harness.waitUntil(5) { Harness.isMounted(mp) }
+            _ = s.pv(["unmount", mp])
+            Harness.forceUnmount(mp)
+        }
+        return r.status
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import XCTest
+
+/// Concurrency, wrong-password delays and secret hygiene of the account commands.
+final class AccountSecurityTests: XCTestCase {
+    /// Two `user add` processes at once (accounts/.lock serialises them): both accounts exist.
+    func testConcurrentUserAddFromTwoProcesses() {
+        let s = Sandbox("acct-race")
+        s.initStore(users: [])
+        for round in 0..<3 {
+            let names = ["bob\(round)", "carol\(round)"]
+            var results = [Harness.Result?](repeating: nil, count: 2)
+            let lock = NSLock()
+            DispatchQueue.concurrentPerform(iterations: 2) { i in
+                let r = s.pv(["user", "add", names[i], "--store", s.store, "--passfile", s.passfile])
+                lock.withLock { results[i] = r }
+            }
+            for (i, r) in results.enumerated() { XCTAssertEqual(r?.status, 0, "\(names[i]): \(r?.stderr ?? "")") }
+            for n in names {
+                XCTAssertEqual(s.pv(["user", "check", n, "--store", s.store]).status, 0, "\(n) missing after the race")
+            }
+        }
+        let list = s.pv(["user", "list", "--store", s.store])
+        XCTAssertTrue(list.stdout.hasPrefix("6 accounts"), list.stdout)
+        // The trees of all six accounts exist, and no temporary file was left behind.
+        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: s.store + "/users"))?.count, 6)
+        let leftovers = Sandbox.scanNames(s.store) { $0.contains(".pvtmp-") }
+        XCTAssertEqual(leftovers, [])
+    }
+
+    /// Wrong passwords are answered more and more slowly (CREDENTIALS.md section 9).
+    func testWrongPasswordsGetAnIncreasingDelay() throws {
+        let s = Sandbox("acct-throttle")
+        s.initStore()
+        let wrong = s.root + "/wrong"
+        try "definitely wrong\n".write(toFile: wrong, atomically: true, encoding: .utf8)
+        let mp = s.root + "/mnt"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        var times: [Double] = []
+        for _ in 0..<6 {
+            let t0 = Date()
+            let r = s.pv(["mount", mp, "--store", s.store, "--user", "alice", "--passfile", wrong, "--no-dbus"])
+            times.append(Date().timeIntervalSince(t0))
+            assertFailure(r, 5, "wrong password")
+        }
+        print("wrong-password attempt durations (s): " + times.map { String(format: "%.2f", $0) }.joined(separator: " "))
+        // delay(n) is 0 for n <= 3 failures, then 1 s, 2 s...: the 5th attempt waits about 1 s,
+        // the 6th about 2 s.
+        XCTAssertGreaterThan(times[4], times[0] + 0.6, "5th attempt not slower than the 1st: \(times)")
+        XCTAssertGreaterThan(times[5], times[4] + 0.4, "6th attempt not slower than the 5th: \(times)")
+        // The right password still works (after its own wait) and clears the counter.
+        let t0 = Date()
+        let ok = s.pv(["mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus"])
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        print(String(format: "right password after 6 failures took %.2f s", Date().timeIntervalSince(t0)))
+        s.mounts.append(mp)
+        _ = Harness.waitUntil(5) { Harness.isMounted(mp) }
+        s.unmount(mp)
+        let throttles = try FileManager.default.contentsOfDirectory(atPath: s.store + "/accounts").filter { $0.hasSuffix(".throttle") }
+        XCTAssertEqual(throttles, [], "a right password must delete the counter")
+        let t1 = Date()
+        XCTAssertEqual(AccountFixtures.mountWorks(s, passfile: wrong), 5)
+        XCTAssertLessThan(Date().timeIntervalSince(t1), times[5], "the counter was not reset")
+    }
+
+    /// The password (and the new one, and the recovery key) appear in no file under the store,
+    /// the runtime directory or the device secret's directory, and in no command output.
+    func testNoSecretInAnyFileOrOutput() throws {
+        let s = Sandbox("acct-leak")
+        let password = "Quartz-Zebra-\(UUID().uuidString.prefix(8))"
+        let newPassword = "Walrus-Violet-\(UUID().uuidString.prefix(8))"
+        let secretsDir = s.root + "/secrets"
+        try FileManager.default.createDirectory(atPath: secretsDir, withIntermediateDirectories: true)
+        let pf = secretsDir + "/pw", npf = secretsDir + "/npw"
+        try (password + "\n").write(toFile: pf, atomically: true, encoding: .utf8)
+        try (newPassword + "\n").write(toFile: npf, atomically: true, encoding: .utf8)
+        var outputs: [Harness.Result] = []
+        func run(_ args: [String], stdin: String? = nil) -> Harness.Result {
+            let r = s.pv(args, stdin: stdin)
+            outputs.append(r)
+            return r
+        }
+        XCTAssertEqual(run(["init", "--store", s.store]).status, 0)
+        let add = run(["user", "add", "alice", "--store", s.store, "--passfile", pf, "--this-device-only"])
+        XCTAssertEqual(add.status, 0, add.stderr)
+        let recovery = try XCTUnwrap(AccountFixtures.recoveryKey(in: add.stdout))
+        XCTAssertEqual(run(["user", "add", "bob", "--store", s.store, "--password-stdin"], stdin: password + "\n").status, 0)
+        let mp = s.root + "/mnt"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        XCTAssertEqual(run(["mount", mp, "--store", s.store, "--user", "alice", "--passfile", pf, "--no-dbus"]).status, 0)
+        s.mounts.append(mp)
+        _ = Harness.waitUntil(5) { Harness.isMounted(mp) }
+        try Data("x".utf8).write(to: URL(fileURLWithPath: mp + "/a.jpg"))
+        XCTAssertEqual(run(["status"]).status, 0)
+        XCTAssertEqual(run(["lock", mp]).status, 0)
+        _ = Harness.waitUntil(10) { !Harness.isMounted(mp) }
+        XCTAssertEqual(run(["user", "passwd", "alice", "--store", s.store, "--passfile", pf, "--new-passfile", npf]).status, 0)
+        XCTAssertEqual(run(["user", "passwd", "bob", "--store", s.store, "--extpass", "cat \(pf)", "--new-passfile", npf]).status, 0)
+        let wrong = run(["user", "remove", "bob", "--store", s.store, "--passfile", pf])
+        XCTAssertEqual(wrong.status, 5)
+
+        // Needles: the passwords, and the recovery key with and without its dashes.
+        let needles = [password, newPassword, recovery, recovery.replacingOccurrences(of: "-", with: "")]
+        for dir in [s.store, s.root + "/photovault"] {
+            XCTAssertEqual(Sandbox.scan(dir, needles), [], "secret found under \(dir)")
+        }
+        // Everything under the sandbox but the two password files themselves.
+        let hits = Sandbox.scan(s.root, needles).filter { !$0.contains("secrets/") }
+        XCTAssertEqual(hits, [])
+        for r in outputs {
+            for n in [password, newPassword] {
+                XCTAssertFalse(r.stdout.contains(n) || r.stderr.contains(n), "password in command output")
+            }
+        }
+        // The recovery key is printed exactly once: by user add, on stdout.
+        XCTAssertEqual(outputs.filter { $0.stdout.contains(recovery) || $0.stderr.contains(recovery) }.count, 1)
+        // Not on the command lines either: photovault never takes a password from argv or env.
+        let procs = Harness.sh("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").stdout
+        XCTAssertFalse(procs.contains(password) || procs.contains(newPassword))
+    }
+}
+
+extension Sandbox {
+    /// Relative paths below `dir` whose name matches.
+    static func scanNames(_ dir: String, _ match: (String) -> Bool) -> [String] {
+        var out: [String] = []
+        guard let e = FileManager.default.enumerator(atPath: dir) else { return out }
+        while let rel = e.nextObject() as? String {
+            if match((rel as NSString).lastPathComponent) { out.append(rel) }
+        }
+        return out
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import XCTest
+
+/// Records that were damaged, edited, copied or moved to another device: each is refused
+/// with its own exit code and one error line, and nothing is mounted.
+final class AccountTamperTests: XCTestCase {
+    private func mountAlice(_ s: Sandbox, env extra: [String: String] = [:]) -> (Harness.Result, String) {
+        let mp = s.root + "/mnt-\(UUID().uuidString.prefix(4))"
+        try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        var env = s.env
+        for (k, v) in extra { env[k] = v }
+        let r = Harness.pv(["mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus"],
+                           env: env)
+        if r.status == 0 {
+            s.mounts.append(mp)
+            _ = Harness.waitUntil(5) { Harness.isMounted(mp) }
+        }
+        return (r, mp)
+    }
+
+    private func editRecord(_ s: Sandbox, _ change: (inout [String: Any]) -> Void) throws {
+        let path = try XCTUnwrap(AccountFixtures.recordFiles(s).first)
+        var json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+        change(&json)
+        try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys]).write(to: URL(fileURLWithPath: path))
+    }
+
+    func testTruncatedRecordIsCorrupt() throws {
+        let s = Sandbox("tamper-trunc")
+        s.initStore()
+        let path = try XCTUnwrap(AccountFixtures.recordFiles(s).first)
+        XCTAssertEqual(truncate(path, 40), 0)
+        let (r, mp) = mountAlice(s)
+        assertFailure(r, 9, "corrupt")
+        XCTAssertFalse(Harness.isMounted(mp))
+        assertFailure(s.pv(["user", "passwd", "alice", "--store", s.store, "--passfile", s.passfile,
+                            "--new-passfile", s.passfile]), 9, "corrupt")
+    }
+
+    func testUnknownRecordVersionIsExit10() throws {
+        let s = Sandbox("tamper-version")
+        s.initStore()
+        try editRecord(s) { $0["version"] = 2 }
+        let (r, mp) = mountAlice(s)
+        assertFailure(r, 10, "unknown format version 2")
+        XCTAssertFalse(Harness.isMounted(mp))
+    }
+
+    func testLoweredArgon2CostIsRefusedBeforeHashing() throws {
+        let s = Sandbox("tamper-cost")
+        s.initStore()
+        for lower in [["opsLimit": 1, "memLimit": 64 << 20], ["opsLimit": 2, "memLimit": 8 << 20]] {
+            let saved = try AccountFixtures.onlyRecordBytes(s)
+            try editRecord(s) { $0["kdf"] = lower }
+            let (r, mp) = mountAlice(s)
+            assertFailure(r, 12, "below the allowed floor", "\(lower)")
+            XCTAssertFalse(Harness.isMounted(mp))
+            try saved.write(to: URL(fileURLWithPath: AccountFixtures.recordFiles(s)[0]))
+        }
+        // The untouched record still opens.
+        let (ok, mp) = mountAlice(s)
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        s.unmount(mp)
+    }
+
+    /// The same user name and password in two stores: store B's record placed under store A's
+    /// record name does not open (the store ID is in the associated data).
+    func testRecordCopiedFromAnotherStoreIsRefused() throws {
+        let a = Sandbox("tamper-copy-a")
+        let b = Sandbox("tamper-copy-b")
+        a.initStore()
+        b.initStore()
+        let recA = try XCTUnwrap(AccountFixtures.recordFiles(a).first)
+        let recB = try XCTUnwrap(AccountFixtures.recordFiles(b).first)
+        XCTAssertNotEqual((recA as NSString).lastPathComponent, (recB as NSString).lastPathComponent,
+                          "record names must differ between stores (per-store salt)")
+        // Give store A also B's tree, so only the record's binding can refuse it.
+        let treesB = try FileManager.default.contentsOfDirectory(atPath: b.store + "/users")
+        for t in treesB { try FileManager.default.copyItem(atPath: b.store + "/users/" + t, toPath: a.store + "/users/" + t) }
+        try FileManager.default.removeItem(atPath: recA)
+        try FileManager.default.copyItem(atPath: recB, toPath: recA)
+        let (r, mp) = mountAlice(a)
+        assertFailure(r, 5, "wrong password")
+        XCTAssertFalse(Harness.isMounted(mp))
+        // In its own store the very same record opens with the same password.
+        let (ok, mpB) = mountAlice(b)
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        b.unmount(mpB)
+    }
+
+    func testDeviceBoundAccountFailsWithAnotherDeviceSecret() throws {
+        let s = Sandbox("tamper-device")
+        s.initStore(users: [])
+        let add = s.pv(["user", "add", "alice", "--store", s.store, "--passfile", s.passfile, "--this-device-only"])
+        XCTAssertEqual(add.status, 0, add.stderr)
+        XCTAssertTrue(add.stdout.contains("bound to this device"), add.stdout)
+        let secret = s.root + "/device-secret"
+        var st = stat()
+        XCTAssertEqual(stat(secret, &st), 0, "the device secret was not created at $PHOTOVAULT_DEVICE_SECRET")
+        XCTAssertEqual(st.st_mode & 0o777, 0o600)
+        XCTAssertEqual(st.st_size, 32)
+
+        // On this device: works.
+        let (ok, mp) = mountAlice(s)
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        try Data("bound".utf8).write(to: URL(fileURLWithPath: mp + "/f"))
+        s.unmount(mp)
+
+        // Another device: a different 32-byte secret, or none at all.
+        let other = s.root + "/other-secret"
+        try Data(AccountFixtures.randomBytes(32)).write(to: URL(fileURLWithPath: other))
+        let (r, mp2) = mountAlice(s, env: ["PHOTOVAULT_DEVICE_SECRET": other])
+        assertFailure(r, 13, "bound to another device")
+        XCTAssertFalse(Harness.isMounted(mp2))
+        let (r2, _) = mountAlice(s, env: ["PHOTOVAULT_DEVICE_SECRET": s.root + "/missing-secret"])
+        assertFailure(r2, 13, "bound to another device")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: s.root + "/missing-secret"), "opening must never create a secret")
+        // A wrong device does not count as a wrong password: no throttle file appeared.
+        let throttles = try FileManager.default.contentsOfDirectory(atPath: s.store + "/accounts").filter { $0.hasSuffix(".throttle") }
+        XCTAssertEqual(throttles, [])
+        // Back on the right device it still works.
+        let (again, mp3) = mountAlice(s)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(try String(contentsOfFile: mp3 + "/f", encoding: .utf8), "bound")
+        s.unmount(mp3)
+    }
+}
