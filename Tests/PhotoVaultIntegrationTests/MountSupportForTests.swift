@@ -1,0 +1,124 @@
+import Foundation
+import XCTest
+
+/// Small helpers shared by the end-to-end mount tests (kept out of Harness.swift, which
+/// other engineers also edit).
+extension Sandbox {
+    /// Runs a bash script with the sandbox's environment and asserts it succeeded; returns stdout.
+    @discardableResult
+    func ok(_ script: String, timeout: Double = 300, file: StaticString = #filePath, line: UInt = #line) -> String {
+        let r = Harness.sh(script, env: env, timeout: timeout)
+        XCTAssertEqual(r.status, 0, "script failed (\(r.status)):\n\(script)\nstdout: \(r.stdout)\nstderr: \(r.stderr)",
+                       file: file, line: line)
+        return r.stdout
+    }
+
+    /// Runs a bash script with the sandbox's environment, whatever its outcome.
+    func run(_ script: String, timeout: Double = 300) -> Harness.Result {
+        Harness.sh(script, env: env, timeout: timeout)
+    }
+
+    /// Unmounts and mounts `user`'s view again at the same place (fresh daemon, cold caches).
+    @discardableResult
+    func remount(_ mp: String, user: String = "alice", extra: [String] = []) -> String {
+        unmount(mp)
+        mounts.removeAll { $0 == mp }
+        return mount(user, at: (mp as NSString).lastPathComponent, extra: extra)
+    }
+
+    /// A directory beside the store for plain (unencrypted) reference copies.
+    func plainDir(_ name: String) -> String {
+        let p = root + "/" + name
+        try? FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
+        return p
+    }
+}
+
+/// `photovault mount -f` in a child process whose stderr (the daemon's log in the
+/// foreground) goes to a file the test can read.
+final class ForegroundMount {
+    let process = Process()
+    let logPath: String
+    let mountpoint: String
+
+    init(sandbox: Sandbox, user: String = "alice", at name: String, extra: [String] = []) throws {
+        mountpoint = sandbox.root + "/" + name
+        logPath = sandbox.root + "/\(name).log"
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: Harness.binary)
+        process.arguments = ["mount", mountpoint, "--store", sandbox.store, "--user", user,
+                             "--passfile", sandbox.passfile, "--no-dbus", "-f"] + extra
+        var e = ProcessInfo.processInfo.environment
+        for (k, v) in sandbox.env { e[k] = v }
+        process.environment = e
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        try process.run()
+        sandbox.mounts.append(mountpoint)
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    func waitMounted() -> Bool { Harness.waitUntil(10) { Harness.isMounted(mountpoint) } }
+
+    /// Unmounts through the command and waits for the foreground daemon to exit.
+    func stop(_ sandbox: Sandbox) {
+        sandbox.unmount(mountpoint)
+        _ = Harness.waitUntil(10) { !process.isRunning }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+}
+
+/// Deterministic pseudo-random numbers (SplitMix64) so a failing sequence can be replayed.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func bytes(_ n: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: n)
+        var i = 0
+        while i < n {
+            var v = next()
+            for _ in 0..<8 where i < n { out[i] = UInt8(truncatingIfNeeded: v); v >>= 8; i += 1 }
+        }
+        return out
+    }
+}
+
+extension Sandbox {
+    /// The same scan as `assertNoPlaintext` (file bytes, entry names, symlink targets, xattr
+    /// names and values underneath the store) done by grep, for stores holding gigabytes.
+    func assertNoPlaintextByGrep(_ needles: [String], file: StaticString = #filePath, line: UInt = #line) {
+        let list = root + "/needles-\(UUID().uuidString.prefix(6))"
+        try? needles.joined(separator: "\n").appending("\n").write(toFile: list, atomically: true, encoding: .utf8)
+        defer { unlink(list) }
+        let script = """
+        set -o pipefail
+        s=\(Sandbox.quote(store)); n=\(Sandbox.quote(list))
+        grep -r -a -l -F -f "$n" "$s" | sed 's/^/content: /'
+        find "$s" -mindepth 1 -printf '%P\\n' | grep -F -f "$n" | sed 's/^/name: /'
+        find "$s" -type l -printf '%P -> %l\\n' | grep -F -f "$n" | sed 's/^/symlink: /'
+        getfattr -R -d -m - --absolute-names "$s" 2>/dev/null | grep -F -f "$n" | sed 's/^/xattr: /'
+        find "$s" -mindepth 1 | wc -l | sed 's/^/scanned /'
+        """
+        let r = Harness.sh(script, timeout: 600)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        let hits = lines.filter { !$0.hasPrefix("scanned ") }
+        XCTAssertEqual(hits, [], "plaintext found underneath the store", file: file, line: line)
+        // The scan must have looked at something (a silent find failure would pass vacuously).
+        let scanned = lines.first { $0.hasPrefix("scanned ") }.flatMap { Int($0.dropFirst(8)) } ?? 0
+        XCTAssertGreaterThan(scanned, 3, "the store scan found nothing to scan: \(r.stderr)", file: file, line: line)
+    }
+
+    static func quote(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+}
