@@ -1,0 +1,94 @@
+import Foundation
+import XCTest
+
+/// Who sees what: two vault users on one store, and other OS users at the mountpoint.
+final class MountAccessTests: XCTestCase {
+    func testTwoUsersMountedAtOnceSeeOnlyTheirOwnFiles() {
+        let sb = Sandbox("pv-users")
+        sb.initStore(users: ["alice", "bob"])
+        let a = sb.mount("alice"), b = sb.mount("bob")
+        let qa = Sandbox.quote(a), qb = Sandbox.quote(b)
+        sb.ok("""
+        set -e
+        mkdir \(qa)/Alice-Album \(qb)/Bob-Album
+        printf 'ALICE-PRIVATE-PHOTO\\n' > \(qa)/Alice-Album/alice-photo.jpg
+        printf 'BOB-PRIVATE-PHOTO\\n' > \(qb)/Bob-Album/bob-photo.jpg
+        # The same name in both: independent files.
+        printf 'ALICE-SAME-NAME\\n' > \(qa)/same.txt
+        printf 'BOB-SAME-NAME\\n' > \(qb)/same.txt
+        """)
+        XCTAssertEqual(sb.ok("cd \(qa) && find . | LC_ALL=C sort"), ".\n./Alice-Album\n./Alice-Album/alice-photo.jpg\n./same.txt\n")
+        XCTAssertEqual(sb.ok("cd \(qb) && find . | LC_ALL=C sort"), ".\n./Bob-Album\n./Bob-Album/bob-photo.jpg\n./same.txt\n")
+
+        // Concurrent writers, one per vault: neither disturbs the other.
+        sb.ok("""
+        w() { for i in $(seq 1 300); do printf '%s-%04d\\n' $2 $i >> $1/stream.txt; done; head -c 2000000 /dev/urandom > $1/blob; sha256sum $1/blob | cut -d' ' -f1 > $1.sum.out; }
+        w \(qa) ALICE-STREAM & w \(qb) BOB-STREAM & wait
+        """)
+        for (mp, who) in [(a, "ALICE"), (b, "BOB")] {
+            let q = Sandbox.quote(mp)
+            XCTAssertEqual(sb.ok("cat \(q)/same.txt"), "\(who)-SAME-NAME\n")
+            let stream = sb.ok("cat \(q)/stream.txt")
+            XCTAssertEqual(stream, (1...300).map { String(format: "\(who)-STREAM-%04d\n", $0) }.joined())
+            XCTAssertEqual(sb.ok("sha256sum \(q)/blob | cut -d' ' -f1"), sb.ok("cat \(Sandbox.quote(mp + ".sum.out"))"))
+        }
+        // Remove in one vault: the other is untouched.
+        sb.ok("rm \(qa)/same.txt")
+        XCTAssertEqual(sb.ok("cat \(qb)/same.txt"), "BOB-SAME-NAME\n")
+        sb.unmount(a)
+        sb.unmount(b)
+        // Needles of 5+ bytes only: a 3-byte one ("bob") turns up in megabytes of ciphertext by chance.
+        sb.assertNoPlaintext(["ALICE-", "BOB-PRIVATE", "BOB-SAME", "BOB-STREAM", "Alice-Album", "Bob-Album", "alice",
+                              "same.txt", "stream.txt"])
+    }
+
+    static func ensureTestUser() -> Bool {
+        if Harness.run(["id", "pvtestuser"]).status == 0 { return true }
+        return Harness.run(["useradd", "-M", "-s", "/bin/bash", "pvtestuser"]).status == 0
+    }
+
+    /// Without --allow-other another OS user cannot even enter the mountpoint; with it, the
+    /// kernel enforces the file modes (default_permissions).
+    func testOtherOSUserRefusedUnlessAllowOtherThenModesEnforced() throws {
+        XCTAssertEqual(getuid(), 0, "this test needs root to create and become another OS user")
+        XCTAssertTrue(Self.ensureTestUser(), "useradd pvtestuser failed")
+        let sb = Sandbox("pv-other")
+        chmod(sb.root, 0o755)   // the other user must reach the mountpoint's parent
+        sb.initStore()
+        var mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        sb.ok("""
+        set -e
+        chmod 0755 \(q)
+        printf 'OTHER-PUBLIC\\n' > \(q)/public.jpg && chmod 0644 \(q)/public.jpg
+        printf 'OTHER-PRIVATE\\n' > \(q)/private.jpg && chmod 0600 \(q)/private.jpg
+        """)
+        // The owner (root here) is fine; the other user is refused at the door.
+        XCTAssertEqual(sb.ok("cat \(q)/public.jpg"), "OTHER-PUBLIC\n")
+        for cmd in ["ls \(q)", "cat \(q)/public.jpg", "stat \(q)/public.jpg"] {
+            let r = sb.run("runuser -u pvtestuser -- \(cmd)")
+            XCTAssertNotEqual(r.status, 0, "\(cmd) succeeded for another user")
+            XCTAssertTrue(r.stderr.contains("Permission denied"), "\(cmd): \(r.stderr)")
+        }
+
+        mp = sb.remount(mp, extra: ["--allow-other"])
+        XCTAssertTrue(sb.ok("grep ' \(mp) ' /proc/self/mounts").contains("allow_other"))
+        XCTAssertEqual(sb.ok("runuser -u pvtestuser -- cat \(q)/public.jpg"), "OTHER-PUBLIC\n")
+        XCTAssertEqual(sb.ok("runuser -u pvtestuser -- ls \(q) | LC_ALL=C sort"), "private.jpg\npublic.jpg\n")
+        let denied = sb.run("runuser -u pvtestuser -- cat \(q)/private.jpg")
+        XCTAssertNotEqual(denied.status, 0)
+        XCTAssertTrue(denied.stderr.contains("Permission denied"), denied.stderr)
+        // Writes are refused too: the root directory is 0755 root-owned, the file 0644.
+        let write = sb.run("runuser -u pvtestuser -- bash -c 'echo x >> \(q)/public.jpg'")
+        XCTAssertNotEqual(write.status, 0)
+        XCTAssertTrue(write.stderr.contains("Permission denied"), write.stderr)
+        let create = sb.run("runuser -u pvtestuser -- touch \(q)/intruder.jpg")
+        XCTAssertNotEqual(create.status, 0)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/intruder.jpg"))
+        // Once the owner opens the mode, the other user can read it.
+        sb.ok("chmod 0644 \(q)/private.jpg")
+        XCTAssertEqual(sb.ok("runuser -u pvtestuser -- cat \(q)/private.jpg"), "OTHER-PRIVATE\n")
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["OTHER-PUBLIC", "OTHER-PRIVATE", "public.jpg", "private.jpg"])
+    }
+}

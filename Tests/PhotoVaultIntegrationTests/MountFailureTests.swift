@@ -1,0 +1,129 @@
+import Foundation
+import XCTest
+
+/// Mount and unmount refusals (exit codes and messages), and a store whose disk fills up.
+final class MountFailureTests: XCTestCase {
+    func testWrongPasswordExits5AndMountsNothing() {
+        let sb = Sandbox("pv-badpw")
+        sb.initStore()
+        let wrong = sb.root + "/wrong-pass"
+        try! "not the password at all".write(toFile: wrong, atomically: true, encoding: .utf8)
+        let mp = sb.root + "/mnt"
+        try! FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let r = sb.pv(["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", wrong, "--no-dbus"])
+        XCTAssertEqual(r.status, 5, r.stderr)
+        XCTAssertTrue(r.stderr.lowercased().contains("password"), r.stderr)
+        XCTAssertFalse(r.stderr.contains("not the password at all"))
+        XCTAssertFalse(Harness.isMounted(mp))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mp), [])
+        // The right password still works afterwards.
+        sb.unmount(sb.mount(at: "mnt"))
+    }
+
+    func testMountpointNotEmptyExits15() {
+        let sb = Sandbox("pv-notempty")
+        sb.initStore()
+        let mp = sb.root + "/mnt"
+        try! FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: mp + "/already-here", contents: Data("x".utf8))
+        let r = sb.pv(["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+        XCTAssertEqual(r.status, 15, r.stderr)
+        XCTAssertTrue(r.stderr.contains(mp), r.stderr)
+        XCTAssertFalse(Harness.isMounted(mp))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: mp + "/already-here"))
+        // A regular file as mountpoint is refused the same way.
+        let r2 = sb.pv(["mount", mp + "/already-here", "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+        XCTAssertEqual(r2.status, 15, r2.stderr)
+    }
+
+    func testSameUserMountedTwiceExits16() {
+        let sb = Sandbox("pv-twice")
+        sb.initStore(users: ["alice", "bob"])
+        let first = sb.mount("alice", at: "first")
+        let second = sb.root + "/second"
+        try! FileManager.default.createDirectory(atPath: second, withIntermediateDirectories: true)
+        let r = sb.pv(["mount", second, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+        XCTAssertEqual(r.status, 16, r.stderr)
+        XCTAssertTrue(r.stderr.contains(first), "the message should name the existing mount: \(r.stderr)")
+        XCTAssertFalse(Harness.isMounted(second))
+        // Mounting onto the live mountpoint again is refused as well.
+        let r2 = sb.pv(["mount", first, "--store", sb.store, "--user", "bob", "--passfile", sb.passfile, "--no-dbus"])
+        XCTAssertEqual(r2.status, 16, r2.stderr)
+        // Another user of the same store may mount beside it.
+        let bob = sb.mount("bob", at: "second")
+        sb.unmount(bob)
+        sb.unmount(first)
+    }
+
+    func testUnmountOfANonMountExits18() {
+        let sb = Sandbox("pv-nomount")
+        let dir = sb.plainDir("plain")
+        let r = sb.pv(["unmount", dir])
+        XCTAssertEqual(r.status, 18, r.stderr)
+        XCTAssertTrue(r.stderr.contains("no vault is mounted at \(dir)"), r.stderr)
+        XCTAssertEqual(sb.pv(["unmount", sb.root + "/does-not-exist"]).status, 18)
+    }
+
+    func testBusyUnmountExits17WithAClearMessage() throws {
+        let sb = Sandbox("pv-busy")
+        sb.initStore()
+        let mp = sb.mount()
+        sb.ok("printf 'BUSY-CONTENT\\n' > \(Sandbox.quote(mp))/f.jpg")
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        holder.arguments = ["60"]
+        holder.currentDirectoryURL = URL(fileURLWithPath: mp)
+        holder.standardInput = FileHandle.nullDevice
+        holder.standardOutput = FileHandle.nullDevice
+        holder.standardError = FileHandle.nullDevice
+        try holder.run()
+        defer { if holder.isRunning { holder.terminate(); holder.waitUntilExit() } }
+        XCTAssertTrue(Harness.waitUntil(5) {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(holder.processIdentifier)/cwd")) == mp
+        })
+        let r = sb.pv(["unmount", mp])
+        XCTAssertEqual(r.status, 17, r.stderr)
+        XCTAssertTrue(r.stderr.contains("busy"), r.stderr)
+        XCTAssertTrue(r.stderr.contains(mp), r.stderr)
+        XCTAssertTrue(Harness.isMounted(mp))
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(mp))/f.jpg"), "BUSY-CONTENT\n", "a refused unmount must leave the mount working")
+        holder.terminate()
+        holder.waitUntilExit()
+        sb.unmount(mp)
+    }
+
+    /// A store on a 20 MiB tmpfs: a 30 MB copy fails with ENOSPC, earlier files stay intact.
+    func testFullDiskGivesENOSPCAndKeepsEarlierFiles() throws {
+        XCTAssertEqual(getuid(), 0, "mounting a tmpfs needs root")
+        let sb = Sandbox("pv-full")
+        try FileManager.default.createDirectory(atPath: sb.store, withIntermediateDirectories: true)
+        sb.ok("mount -t tmpfs -o size=20m,mode=0700 tmpfs \(Sandbox.quote(sb.store))")
+        defer { _ = Harness.run(["umount", "-l", sb.store]) }
+        sb.initStore()
+        let mp = sb.mount()
+        let plain = sb.plainDir("plain")
+        let qp = Sandbox.quote(plain), qm = Sandbox.quote(mp)
+        sb.ok("""
+        set -e
+        { printf 'FULLDISK-EARLY\\n'; head -c 4000000 /dev/urandom; } > \(qp)/early.jpg
+        printf 'FULLDISK-SMALL\\n' > \(qp)/small.txt
+        head -c 30000000 /dev/urandom > \(qp)/huge.raw
+        mkdir \(qm)/Kept-Album && cp \(qp)/early.jpg \(qp)/small.txt \(qm)/Kept-Album/
+        """)
+        let r = sb.run("cp \(qp)/huge.raw \(qm)/huge.raw")
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("No space left on device"), r.stderr)
+        let dd = sb.run("dd if=/dev/zero of=\(qm)/more.raw bs=1M count=30 conv=fsync")
+        XCTAssertNotEqual(dd.status, 0)
+        XCTAssertTrue(dd.stderr.contains("No space left on device"), dd.stderr)
+        // Earlier files are intact, now and after freeing space and remounting.
+        sb.ok("cmp \(qp)/early.jpg \(qm)/Kept-Album/early.jpg && cmp \(qp)/small.txt \(qm)/Kept-Album/small.txt")
+        sb.ok("rm -f \(qm)/huge.raw \(qm)/more.raw")
+        sb.remount(mp)
+        sb.ok("cmp \(qp)/early.jpg \(qm)/Kept-Album/early.jpg && cmp \(qp)/small.txt \(qm)/Kept-Album/small.txt")
+        // With space back, writing works again.
+        sb.ok("head -c 3000000 \(qp)/huge.raw > \(qm)/again.raw && cmp \(qm)/again.raw <(head -c 3000000 \(qp)/huge.raw)")
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["FULLDISK-", "early.jpg", "small.txt", "Kept-Album"])
+    }
+}

@@ -1,0 +1,216 @@
+import Foundation
+import XCTest
+
+/// POSIX file semantics seen through the mount by ordinary tools: hard links, renames,
+/// truncation, concurrent appends, overwrite under an open descriptor, mmap.
+final class MountFileSemanticsTests: XCTestCase {
+    func testHardLinks() {
+        let sb = Sandbox("pv-link")
+        sb.initStore()
+        let mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        sb.ok("mkdir \(q)/a \(q)/b && printf 'LINKED-CONTENT-one\\n' > \(q)/a/orig.jpg && ln \(q)/a/orig.jpg \(q)/b/other-name.jpg")
+        XCTAssertEqual(sb.ok("stat -c %h \(q)/a/orig.jpg \(q)/b/other-name.jpg"), "2\n2\n")
+        XCTAssertEqual(sb.ok("stat -c %i \(q)/a/orig.jpg"), sb.ok("stat -c %i \(q)/b/other-name.jpg"))
+        // Content is shared: a write through one name is read through the other.
+        sb.ok("printf 'LINKED-CONTENT-two\\n' >> \(q)/b/other-name.jpg")
+        XCTAssertEqual(sb.ok("cat \(q)/a/orig.jpg"), "LINKED-CONTENT-one\nLINKED-CONTENT-two\n")
+        // Removing one name keeps the other, with a link count of 1.
+        sb.ok("rm \(q)/a/orig.jpg")
+        XCTAssertEqual(sb.ok("stat -c %h \(q)/b/other-name.jpg"), "1\n")
+        XCTAssertEqual(sb.ok("cat \(q)/b/other-name.jpg"), "LINKED-CONTENT-one\nLINKED-CONTENT-two\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/a/orig.jpg"))
+        sb.remount(mp)
+        XCTAssertEqual(sb.ok("cat \(q)/b/other-name.jpg"), "LINKED-CONTENT-one\nLINKED-CONTENT-two\n")
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["LINKED-CONTENT", "orig.jpg", "other-name"])
+    }
+
+    func testRenameNonEmptyDirectory() {
+        let sb = Sandbox("pv-rename")
+        sb.initStore()
+        let mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        sb.ok("""
+        set -e
+        mkdir -p \(q)/Trip-Before/day1/raw \(q)/Elsewhere
+        for i in 1 2 3; do printf 'RENAMED-DIR-photo-%s\\n' $i > \(q)/Trip-Before/day1/p$i.jpg; done
+        head -c 300000 /dev/urandom > \(q)/Trip-Before/day1/raw/big.raw
+        ln -s ../p1.jpg \(q)/Trip-Before/day1/raw/link
+        """)
+        let digest = sb.ok("cd \(q)/Trip-Before && find . -type f | sort | xargs sha256sum")
+        sb.ok("mv \(q)/Trip-Before \(q)/Elsewhere/Trip-After")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/Trip-Before"))
+        XCTAssertEqual(sb.ok("cd \(q)/Elsewhere/Trip-After && find . -type f | sort | xargs sha256sum"), digest)
+        XCTAssertEqual(sb.ok("cat \(q)/Elsewhere/Trip-After/day1/raw/link"), "RENAMED-DIR-photo-1\n")
+        // New files in the renamed directory, and a rename back up one level.
+        sb.ok("printf 'RENAMED-DIR-new\\n' > \(q)/Elsewhere/Trip-After/day1/new.jpg && mv \(q)/Elsewhere/Trip-After/day1 \(q)/Day-One")
+        sb.remount(mp)
+        XCTAssertEqual(sb.ok("cd \(q) && find . | LC_ALL=C sort"),
+                       ".\n./Day-One\n./Day-One/new.jpg\n./Day-One/p1.jpg\n./Day-One/p2.jpg\n./Day-One/p3.jpg\n./Day-One/raw\n./Day-One/raw/big.raw\n./Day-One/raw/link\n./Elsewhere\n./Elsewhere/Trip-After\n")
+        XCTAssertEqual(sb.ok("cat \(q)/Day-One/p2.jpg \(q)/Day-One/new.jpg \(q)/Day-One/raw/link"),
+                       "RENAMED-DIR-photo-2\nRENAMED-DIR-new\nRENAMED-DIR-photo-1\n")
+        XCTAssertEqual(sb.ok("cd \(q)/Day-One && sha256sum raw/big.raw"),
+                       digest.split(separator: "\n").first { $0.hasSuffix("raw/big.raw") }.map { $0.replacingOccurrences(of: "./day1/", with: "") + "\n" })
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["RENAMED-DIR", "Trip-Before", "Trip-After", "Day-One", "Elsewhere"])
+    }
+
+    func testTruncateUpAndDown() {
+        let sb = Sandbox("pv-trunc")
+        sb.initStore()
+        let mp = sb.mount()
+        let f = Sandbox.quote(mp + "/t.bin")
+        let ref = Sandbox.quote(sb.plainDir("ref") + "/t.bin")
+        // The same steps on the mount and on a plain file, compared after each step.
+        let steps = [
+            "head -c 100000 /dev/zero | tr '\\0' 'A' > F",
+            "truncate -s 300000 F",          // up, across several chunks
+            "truncate -s 70000 F",           // down, inside a chunk
+            "truncate -s 65536 F",           // down, onto a 64 KiB boundary
+            "printf 'TRUNC-TAIL' >> F",
+            "truncate -s 1000000 F",         // up again
+            "truncate -s 0 F",
+            "truncate -s 5000 F",            // up from empty: zeros only
+        ]
+        for step in steps {
+            sb.ok(step.replacingOccurrences(of: "F", with: f))
+            sb.ok(step.replacingOccurrences(of: "F", with: ref))
+            sb.ok("cmp \(f) \(ref)")
+        }
+        XCTAssertEqual(sb.ok("stat -c %s \(f)"), "5000\n")
+        XCTAssertEqual(sb.ok("tr -d '\\0' < \(f) | wc -c"), "0\n", "the extended part must read as zeros")
+        // Zeros in the middle after an extension past written data.
+        sb.ok("printf 'TRUNC-HEAD' > \(f) && truncate -s 200000 \(f)")
+        XCTAssertEqual(sb.ok("head -c 10 \(f)"), "TRUNC-HEAD")
+        XCTAssertEqual(sb.ok("tail -c +11 \(f) | tr -d '\\0' | wc -c"), "0\n")
+        sb.remount(mp)
+        XCTAssertEqual(sb.ok("stat -c %s \(f) && head -c 10 \(f) && echo && tail -c +11 \(f) | tr -d '\\0' | wc -c"),
+                       "200000\nTRUNC-HEAD\n0\n")
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["TRUNC-TAIL", "TRUNC-HEAD", "AAAAAAAAAAAAAAAA"])
+    }
+
+    /// Two shells append distinct lines with `>>` at the same time: every line arrives, whole.
+    func testConcurrentAppendsFromTwoProcesses() {
+        let sb = Sandbox("pv-append")
+        sb.initStore()
+        let mp = sb.mount()
+        let f = Sandbox.quote(mp + "/log.txt")
+        sb.ok("""
+        writer() { for i in $(seq 1 800); do echo "APPEND-$1-$i-$(printf '%0*d' $((i % 50 + 1)) 0)-end" >> \(f); done; }
+        writer alpha & writer beta & wait
+        """)
+        let lines = sb.ok("cat \(f)").split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
+        XCTAssertEqual(lines.count, 1600)
+        var seen: [String: Set<Int>] = ["alpha": [], "beta": []]
+        for l in lines {
+            let parts = l.split(separator: "-").map(String.init)
+            guard parts.count == 5, parts[0] == "APPEND", parts[4] == "end", let i = Int(parts[2]),
+                  parts[3] == String(repeating: "0", count: i % 50 + 1), seen[parts[1]] != nil else {
+                XCTFail("torn or foreign line: \(l)"); continue
+            }
+            seen[parts[1]]!.insert(i)
+        }
+        XCTAssertEqual(seen["alpha"], Set(1...800))
+        XCTAssertEqual(seen["beta"], Set(1...800))
+        // Each writer's lines stay in its own order.
+        for w in ["alpha", "beta"] {
+            let order = lines.filter { $0.hasPrefix("APPEND-\(w)-") }.map { Int($0.split(separator: "-")[2])! }
+            XCTAssertEqual(order, Array(1...800))
+        }
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["APPEND-", "log.txt"])
+    }
+
+    /// `cp` over a file another process holds open: run the same script on ext4 (the
+    /// sandbox's plain directory) and on the mount; the holder must read the same thing.
+    func testOverwriteWhileHeldOpenBehavesAsOnExt4() {
+        let sb = Sandbox("pv-held")
+        sb.initStore()
+        let mp = sb.mount()
+        let plain = sb.plainDir("plain")
+        let script = { (dir: String) -> String in
+            let d = Sandbox.quote(dir)
+            return """
+            set -e
+            cd \(d)
+            printf 'HELD-OLD-%05d\\n' $(seq 1 2000) > photo.jpg
+            printf 'HELD-NEW-%05d\\n' $(seq 1 3000) > new.jpg
+            printf 'HELD-MV-%05d\\n' $(seq 1 1000) > moved.jpg
+            cp photo.jpg kept.jpg
+            rm -f go1 go2
+            # Holder 1 opens photo.jpg, waits, reads through its descriptor after a cp over it
+            # (same inode, truncated and rewritten).
+            bash -c 'exec 3<photo.jpg; while [ ! -e go1 ]; do sleep 0.05; done; cat <&3 > held1.out' &
+            h1=$!
+            # Holder 2 opens kept.jpg, which is then replaced by rename (old inode lives on).
+            bash -c 'exec 3<kept.jpg; head -c 100 <&3 > /dev/null; while [ ! -e go2 ]; do sleep 0.05; done; cat <&3 > held2.out; cat /proc/self/fd/3 > held2.proc 2>&1 || true' &
+            h2=$!
+            sleep 0.5
+            cp new.jpg photo.jpg
+            touch go1
+            mv moved.jpg kept.jpg
+            touch go2
+            wait $h1 $h2
+            sha256sum held1.out held2.out photo.jpg kept.jpg
+            wc -c < held2.proc
+            """
+        }
+        let onExt4 = sb.ok(script(plain))
+        let onMount = sb.ok(script(mp))
+        XCTAssertEqual(onMount, onExt4)
+        // And what ext4 does: holder 1 sees the new content, holder 2 the old file's rest.
+        XCTAssertEqual(sb.ok("cmp \(Sandbox.quote(mp))/held1.out \(Sandbox.quote(mp))/new.jpg && echo same"), "same\n")
+        XCTAssertEqual(sb.ok("wc -c < \(Sandbox.quote(mp))/held2.out"), "\(2000 * 15 - 100)\n")
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["HELD-OLD", "HELD-NEW", "HELD-MV", "photo.jpg", "kept.jpg"])
+    }
+
+    /// A shared writable mapping: stores through it reach the file (read back by another
+    /// process and after a remount).
+    func testMmapWriteReadBack() {
+        let sb = Sandbox("pv-mmap")
+        sb.initStore()
+        let mp = sb.mount()
+        let f = mp + "/mapped.bin"
+        let py = """
+        import mmap, os, sys
+        path = sys.argv[1]
+        size = 3 * 65536 + 1234
+        with open(path, "wb") as f:
+            f.write(b"\\0" * size)
+        fd = os.open(path, os.O_RDWR)
+        m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        for off in (0, 65530, 131072, size - 20):
+            m[off:off + 16] = b"MMAP-WRITE%06d" % off
+        m.flush()
+        m.close()
+        os.close(fd)
+        """
+        let script = sb.root + "/write_mapped.py"   // not mmap.py: that would shadow the module
+        try! py.write(toFile: script, atomically: true, encoding: .utf8)
+        sb.ok("python3 \(Sandbox.quote(script)) \(Sandbox.quote(f))")
+        let check = """
+        import sys
+        data = open(sys.argv[1], "rb").read()
+        size = 3 * 65536 + 1234
+        assert len(data) == size, len(data)
+        offs = (0, 65530, 131072, size - 20)
+        for off in offs:
+            assert data[off:off + 16] == b"MMAP-WRITE%06d" % off, (off, data[off:off + 16])
+        rest = bytearray(data)
+        for off in offs:
+            rest[off:off + 16] = b"\\0" * 16
+        assert rest.count(0) == size, "unexpected non-zero bytes"
+        print("ok")
+        """
+        let checker = sb.root + "/check_mapped.py"
+        try! check.write(toFile: checker, atomically: true, encoding: .utf8)
+        XCTAssertEqual(sb.ok("python3 \(Sandbox.quote(checker)) \(Sandbox.quote(f))"), "ok\n")
+        sb.remount(mp)
+        XCTAssertEqual(sb.ok("python3 \(Sandbox.quote(checker)) \(Sandbox.quote(f))"), "ok\n")
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["MMAP-WRITE", "mapped.bin"])
+    }
+}
