@@ -1,0 +1,121 @@
+import Foundation
+import XCTest
+
+/// Protection classes on a live mount through the virtual xattr `user.photovault.class`
+/// (setfattr/getfattr), and what a class change does underneath.
+final class ClassAttributeTests: XCTestCase {
+    static let attr = "user.photovault.class"
+
+    static func getClass(_ path: String) -> String? {
+        let r = Harness.run(["getfattr", "--only-values", "-n", attr, path], timeout: 10)
+        return r.status == 0 ? r.stdout.trimmingCharacters(in: .whitespacesAndNewlines) : nil
+    }
+
+    @discardableResult
+    static func setClass(_ path: String, _ cls: String) -> Harness.Result {
+        Harness.run(["setfattr", "-n", attr, "-v", cls, path], timeout: 10)
+    }
+
+    /// The ciphertext file underneath holding a plaintext of `plaintextSize` bytes: the
+    /// smallest regular file at least that size plus the 128-byte header (the test writes
+    /// no other file that large).
+    static func cipherFile(_ store: String, plaintextSize: Int) -> String? {
+        var best: (String, Int)?
+        guard let e = FileManager.default.enumerator(atPath: store + "/users") else { return nil }
+        while let rel = e.nextObject() as? String {
+            let p = store + "/users/" + rel
+            var st = stat()
+            guard lstat(p, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            let size = Int(st.st_size)
+            if size >= plaintextSize + 128, best == nil || size < best!.1 { best = (p, size) }
+        }
+        return best?.0
+    }
+
+    func testClassThroughXattrsAndDirectoryDefaults() throws {
+        let s = Sandbox("class-xattr")
+        s.initStore()
+        let mp = s.mount()
+        try Data("default".utf8).write(to: URL(fileURLWithPath: mp + "/a.jpg"))
+        // A new file in the root gets the root's default, which is complete.
+        XCTAssertEqual(Self.getClass(mp), "complete")
+        XCTAssertEqual(Self.getClass(mp + "/a.jpg"), "complete")
+
+        for cls in ["none", "until-first-auth", "complete-unless-open", "complete"] {
+            let r = Self.setClass(mp + "/a.jpg", cls)
+            XCTAssertEqual(r.status, 0, "setfattr \(cls): \(r.stderr)")
+            XCTAssertEqual(Self.getClass(mp + "/a.jpg"), cls)
+            XCTAssertEqual(try String(contentsOfFile: mp + "/a.jpg", encoding: .utf8), "default")
+        }
+        // A name that is not a class is refused, and nothing changes.
+        let bad = Self.setClass(mp + "/a.jpg", "secret")
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertTrue(bad.stderr.contains("Invalid argument"), bad.stderr)
+        XCTAssertEqual(Self.getClass(mp + "/a.jpg"), "complete")
+        // The attribute is listed by getfattr -d -m -.
+        let dump = Harness.run(["getfattr", "-d", "-m", "-", mp + "/a.jpg"], timeout: 10)
+        XCTAssertTrue(dump.stdout.contains("\(Self.attr)=\"complete\""), dump.stdout)
+
+        // A directory's class is the default for new files in it (and only new ones).
+        try FileManager.default.createDirectory(atPath: mp + "/open", withIntermediateDirectories: false)
+        try Data("before".utf8).write(to: URL(fileURLWithPath: mp + "/open/before.jpg"))
+        XCTAssertEqual(Self.setClass(mp + "/open", "complete-unless-open").status, 0)
+        XCTAssertEqual(Self.getClass(mp + "/open"), "complete-unless-open")
+        try Data("after".utf8).write(to: URL(fileURLWithPath: mp + "/open/after.jpg"))
+        XCTAssertEqual(Self.getClass(mp + "/open/after.jpg"), "complete-unless-open")
+        XCTAssertEqual(Self.getClass(mp + "/open/before.jpg"), "complete", "an existing file must keep its class")
+        // cp, touch and a shell redirection all create files with the directory's class.
+        XCTAssertEqual(Harness.sh("cp \(mp)/a.jpg \(mp)/open/copy.jpg && touch \(mp)/open/t.jpg && echo x > \(mp)/open/r.jpg").status, 0)
+        for f in ["copy.jpg", "t.jpg", "r.jpg"] {
+            XCTAssertEqual(Self.getClass(mp + "/open/\(f)"), "complete-unless-open", f)
+        }
+        // A subdirectory made later starts from its own default, not the parent's.
+        try FileManager.default.createDirectory(atPath: mp + "/open/sub", withIntermediateDirectories: false)
+        XCTAssertNotNil(Self.getClass(mp + "/open/sub"))
+
+        // Survives a remount: the class lives in the header and in .pvdir.
+        s.unmount(mp)
+        let mp2 = s.mount(at: "again")
+        XCTAssertEqual(Self.getClass(mp2 + "/open"), "complete-unless-open")
+        XCTAssertEqual(Self.getClass(mp2 + "/open/after.jpg"), "complete-unless-open")
+        XCTAssertEqual(Self.getClass(mp2 + "/a.jpg"), "complete")
+        s.unmount(mp2)
+    }
+
+    /// Changing a class rewrites the 128-byte header only: the chunks after it are unchanged,
+    /// byte for byte, and byte 6 of the header is the class number (FORMAT.md section 4).
+    func testClassChangeRewritesOnlyTheHeader() throws {
+        let s = Sandbox("class-header")
+        s.initStore()
+        let mp = s.mount()
+        let size = 200_000 + 123
+        let plain = AccountFixtures.randomBytes(size)
+        try Data(plain).write(to: URL(fileURLWithPath: mp + "/big.jpg"))
+        let path = try XCTUnwrap(Self.cipherFile(s.store, plaintextSize: size), "ciphertext of big.jpg not found")
+        var before = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        XCTAssertEqual(Array(before[0..<4]), [0x50, 0x56, 0x46, 0x00])
+        XCTAssertEqual(before[6], 1, "complete is class 1")
+        var st = stat()
+        XCTAssertEqual(stat(path, &st), 0)
+        let inode = st.st_ino
+
+        let numbers = ["none": 4, "until-first-auth": 3, "complete-unless-open": 2, "complete": 1]
+        for cls in ["none", "complete-unless-open", "until-first-auth", "complete"] {
+            XCTAssertEqual(Self.setClass(mp + "/big.jpg", cls).status, 0)
+            let after = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            XCTAssertEqual(after.count, before.count)
+            XCTAssertEqual(after[6], UInt8(numbers[cls]!), cls)
+            XCTAssertEqual(Array(after[128...]), Array(before[128...]), "\(cls): content after the header changed")
+            XCTAssertEqual(Array(after[8..<24]), Array(before[8..<24]), "\(cls): file ID changed")
+            XCTAssertNotEqual(Array(after[24..<128]), Array(before[24..<128]), "\(cls): key slot not rewrapped")
+            XCTAssertEqual(stat(path, &st), 0)
+            XCTAssertEqual(st.st_ino, inode, "the header is rewritten in place")
+            before = after
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: mp + "/big.jpg")), Data(plain))
+        }
+        s.unmount(mp)
+        let mp2 = s.mount(at: "again")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: mp2 + "/big.jpg")), Data(plain))
+        s.unmount(mp2)
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import XCTest
+
+/// Every source of a lock, against the real daemon: SIGUSR1, `photovault lock`, SIGTERM,
+/// `--idle`, and the desktop's D-Bus signals on private buses. With the default
+/// `--on-lock unmount`, each must end in the mount disappearing and the daemon exiting.
+final class LockSourceTests: XCTestCase {
+    /// Mounts with D-Bus watching on (no --no-dbus) against the rig's buses.
+    static func mountWatched(_ s: Sandbox, _ rig: DBusRig, name: String, extra: [String] = [],
+                             file: StaticString = #filePath, line: UInt = #line) -> String {
+        let mp = s.root + "/" + name
+        try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let env = s.env.merging(rig.environment) { _, b in b }
+        let r = Harness.pv(["mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile] + extra, env: env)
+        XCTAssertEqual(r.status, 0, "mount: \(r.stderr)", file: file, line: line)
+        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) }, file: file, line: line)
+        s.mounts.append(mp)
+        return mp
+    }
+
+    /// Runs `trigger`, then waits (at most 5 s) for the mount to vanish and the daemon to exit;
+    /// prints the time from the trigger to unmounted.
+    static func assertLockUnmounts(_ s: Sandbox, _ mp: String, _ label: String, file: StaticString = #filePath,
+                                   line: UInt = #line, trigger: (pid_t) -> Void) {
+        guard let pid = MountProbe.daemonPID(s, mp) else {
+            XCTFail("\(label): no daemon pid in photovault status", file: file, line: line)
+            return
+        }
+        let t0 = Date()
+        trigger(pid)
+        let gone = Harness.waitUntil(5) { !Harness.isMounted(mp) }
+        let ms = Date().timeIntervalSince(t0) * 1000
+        print(String(format: "lock source %@: unmounted %.0f ms after the signal", label, ms))
+        XCTAssertTrue(gone, "\(label): still mounted 5 s after the lock", file: file, line: line)
+        XCTAssertTrue(Harness.waitUntil(5) { !MountProbe.isAlive(pid) }, "\(label): daemon still running", file: file, line: line)
+        XCTAssertNil(MountProbe.daemonPID(s, mp), "\(label): still registered", file: file, line: line)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/a.jpg"), "\(label): plaintext still visible",
+                       file: file, line: line)
+    }
+
+    private func writeSample(_ mp: String) {
+        XCTAssertNoThrow(try Data("sample".utf8).write(to: URL(fileURLWithPath: mp + "/a.jpg")))
+    }
+
+    func testSignalsAndTheLockCommand() {
+        let s = Sandbox("lock-src")
+        s.initStore()
+        let sources: [(String, (pid_t) -> Void)] = [
+            ("SIGUSR1", { pid in kill(pid, SIGUSR1) }),
+            ("photovault lock", { _ in }),
+            ("SIGTERM", { pid in kill(pid, SIGTERM) }),
+        ]
+        for (label, send) in sources {
+            let mp = s.mount(at: "mnt-\(label.filter { $0.isLetter })")
+            writeSample(mp)
+            Self.assertLockUnmounts(s, mp, label) { pid in
+                if label == "photovault lock" {
+                    let r = s.pv(["lock", mp])
+                    XCTAssertEqual(r.status, 0, r.stderr)
+                } else {
+                    send(pid)
+                }
+            }
+        }
+        // After all that the vault is intact.
+        let mp = s.mount(at: "final")
+        XCTAssertEqual(try? String(contentsOfFile: mp + "/a.jpg", encoding: .utf8), "sample")
+        s.unmount(mp)
+    }
+
+    func testIdleTimeoutLocksOnlyWithoutActivity() throws {
+        let s = Sandbox("lock-idle")
+        s.initStore()
+        let mp = s.mount(extra: ["--idle", "2s"])
+        writeSample(mp)
+        // Keep touching it for 5 s: more than twice the timeout, and it must stay.
+        let busyUntil = Date().addingTimeInterval(5)
+        while Date() < busyUntil {
+            XCTAssertEqual(try? String(contentsOfFile: mp + "/a.jpg", encoding: .utf8), "sample")
+            usleep(300_000)
+        }
+        XCTAssertTrue(Harness.isMounted(mp), "locked although the vault was in use")
+        let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
+        let t0 = Date()
+        XCTAssertTrue(Harness.waitUntil(8) { !Harness.isMounted(mp) }, "not unmounted after 2 s idle")
+        let idle = Date().timeIntervalSince(t0)
+        print(String(format: "--idle 2s: unmounted %.2f s after the last access", idle))
+        XCTAssertGreaterThan(idle, 1.5, "unmounted before the idle time had passed")
+        XCTAssertTrue(Harness.waitUntil(5) { !MountProbe.isAlive(pid) })
+    }
+
+    func testDesktopLockSignalsOverDBus() throws {
+        let s = Sandbox("lock-dbus")
+        s.initStore()
+        let rig = try DBusRig(directory: s.root + "/bus")
+        defer { rig.stop() }
+        let triggers: [(String, () -> Void)] = [
+            ("logind Session.Lock", { rig.sessionLock() }),
+            ("logind PrepareForSleep(true)", { rig.prepareForSleep(true) }),
+            ("org.freedesktop.ScreenSaver ActiveChanged(true)", { rig.screenSaverActive("org.freedesktop.ScreenSaver", true) }),
+            ("org.gnome.ScreenSaver ActiveChanged(true)", { rig.screenSaverActive("org.gnome.ScreenSaver", true) }),
+            ("logind LockedHint=true", { rig.lockedHintAsLogind(true) }),
+        ]
+        for (i, (label, send)) in triggers.enumerated() {
+            let mp = Self.mountWatched(s, rig, name: "mnt\(i)")
+            writeSample(mp)
+            // Signals that must not lock: the other session's Lock, and "unlocked" states.
+            rig.send(system: true, sender: "org.freedesktop.login1", path: "/org/freedesktop/login1/session/_32",
+                     member: "org.freedesktop.login1.Session.Lock")
+            rig.screenSaverActive("org.freedesktop.ScreenSaver", false)
+            rig.prepareForSleep(false)
+            rig.lockedHintAsLogind(false)
+            usleep(300_000)
+            XCTAssertTrue(Harness.isMounted(mp), "\(label): an unrelated or 'unlocked' signal locked the vault")
+            Self.assertLockUnmounts(s, mp, label) { _ in send() }
+        }
+    }
+
+    /// Lock events never unlock: after a D-Bus lock of a `--on-lock stay` mount, the session's
+    /// Unlock and ActiveChanged(false) leave it locked; only `photovault unlock` opens it.
+    func testUnlockSignalsDoNotUnlockAStayMount() throws {
+        let s = Sandbox("lock-nounlock")
+        s.initStore()
+        let rig = try DBusRig(directory: s.root + "/bus")
+        defer { rig.stop() }
+        let mp = Self.mountWatched(s, rig, name: "mnt", extra: ["--on-lock", "stay"])
+        writeSample(mp)
+        XCTAssertEqual(MountProbe.state(s, mp), "unlocked")
+        rig.sessionLock()
+        XCTAssertTrue(Harness.waitUntil(5) { MountProbe.state(s, mp) == "locked" }, "Session.Lock did not lock")
+        rig.sessionUnlock()
+        rig.screenSaverActive("org.freedesktop.ScreenSaver", false)
+        rig.screenSaverActive("org.gnome.ScreenSaver", false)
+        rig.lockedHintAsLogind(false)
+        rig.prepareForSleep(false)
+        usleep(700_000)
+        XCTAssertEqual(MountProbe.state(s, mp), "locked")
+        XCTAssertTrue(Harness.isMounted(mp))
+        XCTAssertNil(try? String(contentsOfFile: mp + "/a.jpg", encoding: .utf8), "a complete file is readable after Unlock")
+        let r = s.pv(["unlock", mp, "--user", "alice", "--passfile", s.passfile])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(MountProbe.state(s, mp), "unlocked")
+        XCTAssertEqual(try? String(contentsOfFile: mp + "/a.jpg", encoding: .utf8), "sample")
+        s.unmount(mp)
+    }
+}

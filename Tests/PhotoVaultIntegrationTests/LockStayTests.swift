@@ -1,0 +1,139 @@
+import Foundation
+import XCTest
+
+/// `--on-lock stay`: what each protection class allows while the mount is locked, through
+/// new opens and through handles opened before the lock; `photovault unlock` restores all.
+final class LockStayTests: XCTestCase {
+    /// Holds files open (O_RDWR) from before the lock; on `go` it reads and writes through
+    /// each handle and reports the outcome (data or errno name) as JSON; on `close` it exits.
+    static let holder = """
+        import os, sys, time, json, errno
+        d = sys.argv[1]
+        fds = {p: os.open(p, os.O_RDWR) for p in sys.argv[2:]}
+        open(d + "/opened", "w").close()
+        while not os.path.exists(d + "/go"): time.sleep(0.02)
+        res = {}
+        for p, fd in fds.items():
+            r = {}
+            try: r["read"] = os.pread(fd, 64, 0).decode("latin1")
+            except OSError as e: r["read"] = errno.errorcode[e.errno]
+            try:
+                os.pwrite(fd, b"W", 0)
+                r["write"] = "ok"
+            except OSError as e: r["write"] = errno.errorcode[e.errno]
+            try:
+                os.fsync(fd)
+                r["fsync"] = "ok"
+            except OSError as e: r["fsync"] = errno.errorcode[e.errno]
+            res[os.path.basename(p)] = r
+        json.dump(res, open(d + "/result.tmp", "w"))
+        os.rename(d + "/result.tmp", d + "/result.json")
+        while not os.path.exists(d + "/close"): time.sleep(0.02)
+        for fd in fds.values(): os.close(fd)
+        """
+
+    private func write(_ text: String, _ path: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertNoThrow(try Data(text.utf8).write(to: URL(fileURLWithPath: path)), file: file, line: line)
+    }
+
+    private func read(_ path: String) -> Harness.Result { Harness.run(["/bin/cat", path], timeout: 10) }
+
+    func testClassRulesWhileLockedAndUnlock() throws {
+        let s = Sandbox("lock-stay")
+        s.initStore()
+        let mp = s.mount(extra: ["--on-lock", "stay"])
+        try FileManager.default.createDirectory(atPath: mp + "/open", withIntermediateDirectories: false)
+        XCTAssertEqual(ClassAttributeTests.setClass(mp + "/open", "complete-unless-open").status, 0)
+        write("complete data", mp + "/c.jpg")
+        write("held complete", mp + "/held-c.jpg")
+        write("held open data", mp + "/open/held.jpg")
+        write("old open data", mp + "/open/old.jpg")
+        write("ufa data", mp + "/u.jpg")
+        write("none data", mp + "/n.jpg")
+        XCTAssertEqual(ClassAttributeTests.setClass(mp + "/u.jpg", "until-first-auth").status, 0)
+        XCTAssertEqual(ClassAttributeTests.setClass(mp + "/n.jpg", "none").status, 0)
+        XCTAssertEqual(ClassAttributeTests.getClass(mp + "/c.jpg"), "complete")
+        XCTAssertEqual(ClassAttributeTests.getClass(mp + "/open/held.jpg"), "complete-unless-open")
+
+        // Handles opened before the lock.
+        let ctl = s.root + "/holder"
+        try FileManager.default.createDirectory(atPath: ctl, withIntermediateDirectories: true)
+        let holder = try BackgroundProcess(["/usr/bin/python3", "-c", Self.holder, ctl, mp + "/held-c.jpg", mp + "/open/held.jpg"],
+                                           output: ctl + "/log")
+        defer { holder.stop() }
+        XCTAssertTrue(Harness.waitUntil(10) { FileManager.default.fileExists(atPath: ctl + "/opened") }, holder.output)
+
+        XCTAssertEqual(MountProbe.state(s, mp), "unlocked")
+        let lock = s.pv(["lock", mp])
+        XCTAssertEqual(lock.status, 0, lock.stderr)
+        XCTAssertEqual(MountProbe.state(s, mp), "locked")
+        XCTAssertTrue(Harness.isMounted(mp), "--on-lock stay must keep the mount")
+
+        // complete: no new open, no read, no write.
+        let rc = read(mp + "/c.jpg")
+        XCTAssertNotEqual(rc.status, 0)
+        XCTAssertTrue(rc.stderr.contains("Permission denied"), rc.stderr)
+        XCTAssertFalse(rc.stdout.contains("complete data"))
+        let wc = Harness.sh("echo more >> '\(mp)/c.jpg'")
+        XCTAssertNotEqual(wc.status, 0)
+        XCTAssertTrue(wc.stderr.contains("Permission denied"), wc.stderr)
+        // complete-unless-open: an existing file cannot be opened for reading...
+        let ro = read(mp + "/open/old.jpg")
+        XCTAssertNotEqual(ro.status, 0)
+        XCTAssertTrue(ro.stderr.contains("Permission denied"), ro.stderr)
+        // ...but new files can be created and written (sealed to the public key).
+        let wn = Harness.sh("printf 'written while locked' > '\(mp)/open/new.jpg' && cp '\(mp)/u.jpg' '\(mp)/open/copy.jpg'")
+        XCTAssertEqual(wn.status, 0, wn.stderr)
+        XCTAssertEqual(ClassAttributeTests.getClass(mp + "/open/new.jpg"), "complete-unless-open")
+        XCTAssertNotEqual(read(mp + "/open/new.jpg").status, 0, "a closed complete-unless-open file must not reopen while locked")
+        // until-first-auth and none: readable and writable.
+        for (f, text) in [("u.jpg", "ufa data"), ("n.jpg", "none data")] {
+            XCTAssertEqual(read(mp + "/" + f).stdout, text, f)
+            let w = Harness.sh("echo ' more' >> '\(mp)/\(f)'")
+            XCTAssertEqual(w.status, 0, "\(f): \(w.stderr)")
+        }
+        // Listing still works (names use the name keys, not a class key).
+        let ls = try FileManager.default.contentsOfDirectory(atPath: mp + "/open").sorted()
+        XCTAssertEqual(ls, ["copy.jpg", "held.jpg", "new.jpg", "old.jpg"])
+
+        // Through the handles opened before the lock.
+        FileManager.default.createFile(atPath: ctl + "/go", contents: nil)
+        XCTAssertTrue(Harness.waitUntil(20) { FileManager.default.fileExists(atPath: ctl + "/result.json") }, holder.output)
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: ctl + "/result.json")))
+                                 as? [String: [String: String]])
+        print("held handles after lock: \(json)")
+        XCTAssertEqual(json["held-c.jpg"]?["read"], "EACCES", "read through a complete handle opened before the lock")
+        XCTAssertTrue(json["held-c.jpg"]?["write"] == "EACCES" || json["held-c.jpg"]?["fsync"] == "EACCES",
+                      "write through a complete handle opened before the lock must fail: \(json)")
+        XCTAssertEqual(json["held.jpg"]?["read"], "held open data", "complete-unless-open handle must keep working")
+        XCTAssertEqual(json["held.jpg"]?["write"], "ok")
+        XCTAssertEqual(json["held.jpg"]?["fsync"], "ok")
+        FileManager.default.createFile(atPath: ctl + "/close", contents: nil)
+        XCTAssertNotNil(holder.wait(10))
+        // Closed now: the complete-unless-open file cannot be reopened.
+        XCTAssertNotEqual(read(mp + "/open/held.jpg").status, 0)
+
+        // Unlock with the password restores everything.
+        let wrongFile = s.root + "/wrong"
+        try "not the password\n".write(toFile: wrongFile, atomically: true, encoding: .utf8)
+        let wrong = s.pv(["unlock", mp, "--user", "alice", "--passfile", wrongFile])
+        XCTAssertEqual(wrong.status, 5, wrong.stderr)
+        XCTAssertEqual(MountProbe.state(s, mp), "locked")
+        let unlock = s.pv(["unlock", mp, "--user", "alice", "--passfile", s.passfile])
+        XCTAssertEqual(unlock.status, 0, unlock.stderr)
+        XCTAssertEqual(MountProbe.state(s, mp), "unlocked")
+        XCTAssertEqual(read(mp + "/c.jpg").stdout, "complete data")
+        XCTAssertEqual(read(mp + "/held-c.jpg").stdout, "held complete", "the refused write must not have landed")
+        XCTAssertEqual(read(mp + "/open/old.jpg").stdout, "old open data")
+        XCTAssertEqual(read(mp + "/open/new.jpg").stdout, "written while locked")
+        XCTAssertEqual(read(mp + "/open/copy.jpg").stdout, "ufa data")
+        XCTAssertEqual(read(mp + "/open/held.jpg").stdout, "Weld open data")
+        XCTAssertEqual(read(mp + "/u.jpg").stdout, "ufa data more\n")
+        s.unmount(mp)
+        // And the same holds after a remount.
+        let mp2 = s.mount(at: "again")
+        XCTAssertEqual(read(mp2 + "/open/new.jpg").stdout, "written while locked")
+        s.unmount(mp2)
+        s.assertNoPlaintext(["complete data", "written while locked", "held open data"])
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import XCTest
+
+/// `--on-lock unmount` (the default) with a copy into the vault still running: a
+/// `complete-unless-open` file may finish within the grace, a `complete` one may not.
+final class LockUnmountTests: XCTestCase {
+    static let chunks = 48   // MiB fed into the copy, one per 60 ms: about 3 s of copying
+
+    /// Starts `cp FIFO DEST` with the FIFO fed slowly from `source`, so the copy is certainly
+    /// running when the test locks. The script prints `cp=<status>` when cp ends.
+    private func startSlowCopy(_ s: Sandbox, source: String, dest: String) throws -> BackgroundProcess {
+        let fifo = s.root + "/fifo-\(UUID().uuidString.prefix(4))"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let script = """
+            ( for i in $(seq 0 \(Self.chunks - 1)); do dd if='\(source)' bs=1M skip=$i count=1 status=none; sleep 0.06; done ) > '\(fifo)' &
+            cp '\(fifo)' '\(dest)'
+            echo "cp=$?"
+            wait
+            """
+        return try BackgroundProcess(["/bin/bash", "-c", script], output: s.root + "/cp-\(UUID().uuidString.prefix(4)).log")
+    }
+
+    private func makeSource(_ s: Sandbox) throws -> (String, Data) {
+        let path = s.root + "/source.bin"
+        let data = try XCTUnwrap(FileHandle(forReadingAtPath: "/dev/urandom")?.readData(ofLength: Self.chunks << 20))
+        XCTAssertEqual(data.count, Self.chunks << 20)
+        try data.write(to: URL(fileURLWithPath: path))
+        return (path, data)
+    }
+
+    func testCompleteUnlessOpenCopyFinishesWithinTheGrace() throws {
+        let s = Sandbox("lock-grace")
+        s.initStore()
+        let (source, data) = try makeSource(s)
+        let mp = s.mount(extra: ["--lock-grace", "30s"])
+        try FileManager.default.createDirectory(atPath: mp + "/open", withIntermediateDirectories: false)
+        XCTAssertEqual(ClassAttributeTests.setClass(mp + "/open", "complete-unless-open").status, 0)
+        try Data("old".utf8).write(to: URL(fileURLWithPath: mp + "/open/old.jpg"))
+        let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
+
+        let cp = try startSlowCopy(s, source: source, dest: mp + "/open/big.bin")
+        XCTAssertTrue(Harness.waitUntil(10) {
+            ((try? FileManager.default.attributesOfItem(atPath: mp + "/open/big.bin"))?[.size] as? Int ?? 0) > 1 << 20
+        }, "the copy did not start")
+        let lock = s.pv(["lock", mp])
+        XCTAssertEqual(lock.status, 0, lock.stderr)
+        XCTAssertTrue(cp.isRunning, "the copy must still be running when the lock comes")
+        // During the grace no new open succeeds, even of a complete-unless-open file.
+        if Harness.isMounted(mp) {
+            let r = Harness.run(["/bin/cat", mp + "/open/old.jpg"], timeout: 10)
+            XCTAssertNotEqual(r.status, 0, "a new open succeeded during the grace")
+        }
+        XCTAssertEqual(cp.wait(30), 0, cp.output)
+        XCTAssertTrue(cp.output.contains("cp=0"), "cp failed during the grace: \(cp.output)")
+        XCTAssertTrue(Harness.waitUntil(10) { !Harness.isMounted(mp) }, "not unmounted after the copy finished")
+        XCTAssertTrue(Harness.waitUntil(5) { !MountProbe.isAlive(pid) })
+
+        let mp2 = s.mount(at: "again")
+        let copied = try Data(contentsOf: URL(fileURLWithPath: mp2 + "/open/big.bin"))
+        XCTAssertEqual(copied.count, data.count)
+        XCTAssertTrue(copied == data, "the copy finished in the grace must be identical")
+        s.unmount(mp2)
+    }
+
+    func testCompleteCopyFailsAndLeavesNoCompleteLookingFile() throws {
+        let s = Sandbox("lock-nograce")
+        s.initStore()
+        let (source, data) = try makeSource(s)
+        let mp = s.mount(extra: ["--lock-grace", "30s"])
+        XCTAssertEqual(ClassAttributeTests.getClass(mp), "complete")
+        let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
+
+        let cp = try startSlowCopy(s, source: source, dest: mp + "/big.bin")
+        XCTAssertTrue(Harness.waitUntil(10) {
+            ((try? FileManager.default.attributesOfItem(atPath: mp + "/big.bin"))?[.size] as? Int ?? 0) > 1 << 20
+        }, "the copy did not start")
+        let t0 = Date()
+        XCTAssertEqual(s.pv(["lock", mp]).status, 0)
+        XCTAssertTrue(cp.isRunning, "the copy must still be running when the lock comes")
+        // No complete-unless-open writer: the mount goes at once, without waiting for the grace.
+        XCTAssertTrue(Harness.waitUntil(10) { !Harness.isMounted(mp) })
+        print(String(format: "complete copy: unmounted %.0f ms after the lock", Date().timeIntervalSince(t0) * 1000))
+        XCTAssertNotNil(cp.wait(30), "cp hangs after the unmount")
+        XCTAssertFalse(cp.output.contains("cp=0"), "cp of a complete file must fail after the lock: \(cp.output)")
+        XCTAssertTrue(Harness.waitUntil(5) { !MountProbe.isAlive(pid) })
+
+        let mp2 = s.mount(at: "again")
+        let path = mp2 + "/big.bin"
+        if FileManager.default.fileExists(atPath: path) {
+            let copied = try? Data(contentsOf: URL(fileURLWithPath: path))
+            XCTAssertFalse(copied == data, "an interrupted complete copy must not look complete")
+            let size = (try FileManager.default.attributesOfItem(atPath: path))[.size] as? Int ?? -1
+            print("complete copy after the lock: \(size) of \(data.count) bytes, readable: \(copied != nil)")
+            XCTAssertTrue(size != data.count || copied == nil, "size \(size) equals the source's")
+        }
+        s.unmount(mp2)
+    }
+}
