@@ -273,13 +273,32 @@ extension VaultFileSystem {
             let nm = try naming(of: p), nnm = try naming(of: np)
             let ob = try backend.backingName(name, in: nm, dirFD: p.fd)
             let nb = try backend.prepareName(newname, in: nnm, dirFD: np.fd)
-            guard Syscall.renameat2(p.fd, ob, np.fd, nb, flags) == 0 else { throw FSError.last() }
+            if Syscall.renameat2(p.fd, ob, np.fd, nb, flags) != 0 {
+                let e = errno
+                // A directory may replace an empty one (rename(2)); the backing target still
+                // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST.
+                guard flags == 0, e == ENOTEMPTY || e == EEXIST else { throw FSError.posix(e) }
+                try replaceEmptyDirectory(p.fd, ob, np.fd, nb)
+            }
             if flags & UInt32(RENAME_EXCHANGE_VALUE) == 0 && !(p === np && ob == nb) {
                 backend.nameRemoved(ob, in: nm, dirFD: p.fd)
             }
             fuse_reply_err(req, 0)
         } catch {
             fail(req, error, "rename \(childPath(parent, name)) -> \(childPath(newparent, newname))")
+        }
+    }
+
+    /// Moves directory `ob` over directory `nb`, which is empty in the plaintext view: swap the
+    /// two atomically, then remove the old target (now under the source name). If the old
+    /// target is not empty after all, swap back and fail as rename(2) does.
+    private func replaceEmptyDirectory(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8]) throws {
+        guard Syscall.renameat2(oldDir, ob, newDir, nb, UInt32(RENAME_EXCHANGE_VALUE)) == 0 else { throw FSError.last() }
+        do {
+            try backend.removeDirectory(named: ob, in: oldDir)
+        } catch {
+            _ = Syscall.renameat2(oldDir, ob, newDir, nb, UInt32(RENAME_EXCHANGE_VALUE))
+            throw error
         }
     }
 
