@@ -42,6 +42,27 @@ final class MountAccessTests: XCTestCase {
                               "same.txt", "stream.txt"])
     }
 
+    func testReadOnlyMountRefusesEveryChange() {
+        let sb = Sandbox("pv-ro")
+        sb.initStore()
+        var mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        sb.ok("mkdir \(q)/Dir && printf 'RO-CONTENT\\n' > \(q)/Dir/f.jpg && setfattr -n user.k -v RO-XATTR \(q)/Dir/f.jpg")
+        mp = sb.remount(mp, extra: ["--read-only"])
+        XCTAssertTrue(sb.ok("grep ' \(mp) ' /proc/self/mounts").contains(" ro,"))
+        XCTAssertEqual(sb.ok("cat \(q)/Dir/f.jpg"), "RO-CONTENT\n")
+        XCTAssertEqual(sb.ok("getfattr --only-values -n user.k \(q)/Dir/f.jpg"), "RO-XATTR")
+        for cmd in ["echo x >> \(q)/Dir/f.jpg", "touch \(q)/new.jpg", "mkdir \(q)/New", "rm \(q)/Dir/f.jpg",
+                    "mv \(q)/Dir/f.jpg \(q)/g.jpg", "truncate -s 0 \(q)/Dir/f.jpg", "chmod 600 \(q)/Dir/f.jpg",
+                    "setfattr -n user.k -v other \(q)/Dir/f.jpg", "ln -s x \(q)/link"] {
+            let r = sb.run(cmd)
+            XCTAssertNotEqual(r.status, 0, "\(cmd) succeeded on a read-only mount")
+            XCTAssertTrue(r.stderr.contains("Read-only file system"), "\(cmd): \(r.stderr)")
+        }
+        XCTAssertEqual(sb.ok("cat \(q)/Dir/f.jpg && stat -c %a \(q)/Dir/f.jpg && ls -A \(q)"), "RO-CONTENT\n644\nDir\n")
+        sb.unmount(mp)
+    }
+
     static func ensureTestUser() -> Bool {
         if Harness.run(["id", "pvtestuser"]).status == 0 { return true }
         return Harness.run(["useradd", "-M", "-s", "/bin/bash", "pvtestuser"]).status == 0

@@ -56,6 +56,45 @@ final class MountFileSemanticsTests: XCTestCase {
         sb.assertNoPlaintext(["RENAMED-DIR", "Trip-Before", "Trip-After", "Day-One", "Elsewhere"])
     }
 
+    /// Editors and photo tools save by writing a temporary file and renaming it over the
+    /// original; long (255-byte) names move between directories; a directory replaces an
+    /// empty one.
+    func testRenameOverExistingAndLongNamesAcrossDirectories() {
+        let sb = Sandbox("pv-rename2")
+        sb.initStore()
+        let mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        let long = String(repeating: "N", count: 200) + "-" + String(repeating: "ü", count: 25) + ".jpg"
+        XCTAssertEqual(long.utf8.count, 255)
+        let ql = Sandbox.quote(long)
+        sb.ok("""
+        set -e
+        mkdir \(q)/From \(q)/To \(q)/EmptyTarget \(q)/SourceDir
+        printf 'REPLACE-OLD\\n' > \(q)/From/edit.jpg
+        printf 'REPLACE-NEW\\n' > \(q)/From/.edit.jpg.tmp
+        mv -f \(q)/From/.edit.jpg.tmp \(q)/From/edit.jpg
+        printf 'LONGNAME-CONTENT\\n' > \(q)/From/\(ql)
+        mv \(q)/From/\(ql) \(q)/To/\(ql)
+        printf 'SRCDIR-CONTENT\\n' > \(q)/SourceDir/inside.jpg
+        mv -T \(q)/SourceDir \(q)/EmptyTarget
+        """)
+        XCTAssertEqual(sb.ok("ls -A \(q)/From"), "edit.jpg\n")
+        XCTAssertEqual(sb.ok("cat \(q)/From/edit.jpg"), "REPLACE-NEW\n")
+        XCTAssertEqual(sb.ok("ls \(q)/To"), long + "\n")
+        // Renaming onto a non-empty directory is refused, as on ext4.
+        sb.ok("mkdir \(q)/Busy && touch \(q)/Busy/x && mkdir \(q)/Mover")
+        let r = sb.run("mv -T \(q)/Mover \(q)/Busy")
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("Directory not empty") || r.stderr.contains("File exists"), r.stderr)
+        sb.remount(mp)
+        XCTAssertEqual(sb.ok("cat \(q)/From/edit.jpg \(q)/To/\(ql) \(q)/EmptyTarget/inside.jpg"),
+                       "REPLACE-NEW\nLONGNAME-CONTENT\nSRCDIR-CONTENT\n")
+        XCTAssertEqual(sb.ok("cd \(q) && find . -mindepth 1 -maxdepth 1 | LC_ALL=C sort"),
+                       "./Busy\n./EmptyTarget\n./From\n./Mover\n./To\n")
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["REPLACE-", "LONGNAME-", "SRCDIR-", "NNNNNNNNNNNNNNNN", "üüüü", "edit.jpg", "EmptyTarget"])
+    }
+
     func testTruncateUpAndDown() {
         let sb = Sandbox("pv-trunc")
         sb.initStore()
