@@ -1,0 +1,52 @@
+import Foundation
+import XCTest
+
+/// The daemon killed with SIGKILL: the dead mount is cleaned up with `photovault unmount`,
+/// the vault mounts again (also elsewhere, at once) and everything synced before is intact.
+final class MountCrashRecoveryTests: XCTestCase {
+    func testKilledDaemonLeavesSyncedDataIntactAndTheMountRecoverable() throws {
+        let sb = Sandbox("pv-crash")
+        sb.initStore()
+        let mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        let plain = sb.plainDir("plain")
+        sb.ok("""
+        set -e
+        head -c 3000000 /dev/urandom > \(Sandbox.quote(plain))/photo.jpg
+        mkdir \(q)/Crash-Album
+        cp \(Sandbox.quote(plain))/photo.jpg \(q)/Crash-Album/photo.jpg
+        printf 'CRASH-NOTE\\n' > \(q)/Crash-Album/note.txt
+        sync
+        """)
+        let status = sb.pv(["status"])
+        XCTAssertEqual(status.status, 0, status.stderr)
+        let pidText = status.stdout.split(separator: "\n").first { $0.hasPrefix(mp + "\t") }?
+            .split(separator: "\t").first { $0.hasPrefix("pid=") }?.dropFirst(4)
+        let pid = try XCTUnwrap(pidText.flatMap { pid_t($0) }, "no pid in status: \(status.stdout)")
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertTrue(Harness.waitUntil(5) { kill(pid, 0) != 0 })
+
+        let dead = sb.run("ls \(q)")
+        XCTAssertNotEqual(dead.status, 0)
+        XCTAssertTrue(dead.stderr.contains("Transport endpoint is not connected"), dead.stderr)
+        // The dead daemon's registration does not block mounting the same vault elsewhere.
+        let other = sb.mount(at: "elsewhere")
+        sb.ok("cmp \(Sandbox.quote(plain))/photo.jpg \(Sandbox.quote(other))/Crash-Album/photo.jpg")
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(other))/Crash-Album/note.txt"), "CRASH-NOTE\n")
+        sb.unmount(other)
+        // Mounting onto the dead mount is refused (nothing is mounted over it) ...
+        let again = sb.pv(["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+        XCTAssertNotEqual(again.status, 0, again.stdout)
+        // ... until `photovault unmount` removes it; then the vault mounts there again.
+        let un = sb.pv(["unmount", mp])
+        XCTAssertEqual(un.status, 0, un.stderr)
+        XCTAssertFalse(Harness.isMounted(mp))
+        sb.mounts.removeAll { $0 == mp }
+        let back = sb.mount()
+        XCTAssertEqual(back, mp)
+        sb.ok("cmp \(Sandbox.quote(plain))/photo.jpg \(q)/Crash-Album/photo.jpg")
+        XCTAssertEqual(sb.ok("ls \(q)/Crash-Album"), "note.txt\nphoto.jpg\n")
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["CRASH-NOTE", "Crash-Album", "photo.jpg", "note.txt"])
+    }
+}
