@@ -32,11 +32,17 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
 
     private static func string(_ b: [UInt8]) -> String { String(decoding: b, as: UTF8.self) }
 
+    /// Plaintext names are 1–255 bytes (FORMAT.md section 6, NAME_MAX in statfs). The kernel
+    /// lets FUSE names reach 1024 bytes, so the limit is enforced here, as ext4 does.
+    static let maxPlainNameLength = 255
+
     func backingName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8] {
-        Array(tree.names.encode(plain, in: info(dir)).entry.utf8)
+        guard plain.count <= Self.maxPlainNameLength else { throw FSError.nameTooLong }
+        return Array(tree.names.encode(plain, in: info(dir)).entry.utf8)
     }
 
     func prepareName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8] {
+        guard plain.count <= Self.maxPlainNameLength else { throw FSError.nameTooLong }
         let enc = tree.names.encode(plain, in: info(dir))
         try NameCodec.writeCompanion(enc, in: dirFD)
         return Array(enc.entry.utf8)
