@@ -95,6 +95,31 @@ final class MountFileSemanticsTests: XCTestCase {
         sb.assertNoPlaintext(["REPLACE-", "LONGNAME-", "SRCDIR-", "NNNNNNNNNNNNNNNN", "üüüü", "edit.jpg", "EmptyTarget"])
     }
 
+    /// Names are 1–255 bytes, as on ext4 and as statfs says (FUSE itself would pass up to
+    /// 1024): longer ones are refused for every way of making a name, and for lookups.
+    func testNamesOverTwoHundredFiftyFiveBytesAreRefused() {
+        let sb = Sandbox("pv-namemax")
+        sb.initStore()
+        let mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        XCTAssertEqual(sb.ok("getconf NAME_MAX \(q)"), "255\n")
+        let ok255 = String(repeating: "n", count: 253) + "é"        // 255 bytes
+        sb.ok("printf x > \(q)/\(Sandbox.quote(ok255))")
+        for tooLong in [String(repeating: "n", count: 254) + "é", String(repeating: "k", count: 1000)] {
+            XCTAssertGreaterThan(tooLong.utf8.count, 255)
+            let t = Sandbox.quote(tooLong)
+            for cmd in ["printf x > \(q)/\(t)", "mkdir \(q)/\(t)", "ln -s target \(q)/\(t)", "mkfifo \(q)/\(t)",
+                        "ln \(q)/\(Sandbox.quote(ok255)) \(q)/\(t)", "mv \(q)/\(Sandbox.quote(ok255)) \(q)/\(t)",
+                        "stat \(q)/\(t)"] {
+                let r = sb.run(cmd)
+                XCTAssertNotEqual(r.status, 0, "\(cmd.prefix(60)) succeeded")
+                XCTAssertTrue(r.stderr.contains("File name too long"), "\(cmd.prefix(60)): \(r.stderr.prefix(300))")
+            }
+        }
+        XCTAssertEqual(sb.ok("ls \(q)"), ok255 + "\n")
+        sb.unmount(mp)
+    }
+
     func testTruncateUpAndDown() {
         let sb = Sandbox("pv-trunc")
         sb.initStore()
