@@ -41,6 +41,14 @@
 #   PHOTOVAULT_BIN []    use this binary instead of building one
 #   SWIFT_SCRATCH []     --scratch-path for `swift build` (default: SwiftPM's .build)
 #
+# Output: Markdown tables (medians; speed ratios SUBJECT/REF and SUBJECT/BASE; FUSE daemon
+# CPU seconds per workload from /proc/PID/stat utime+stime; daemon peak RSS from VmHWM),
+# then one `RESULT<TAB>system<TAB>metric<TAB>median<TAB>unit` line per metric (for
+# peak_rss_MiB the value is the maximum over the run; with BACKING=both metrics are
+# prefixed tmpfs/ or disk/).  OUT holds raw.tsv (every value of every round), env.txt,
+# report.md, logs/ (daemon output, fio JSON, swift build log).
+# Runs take the whole of WORK: do not start two at once with the same WORK.
+#
 # PhotoVault is driven through its CLI only:
 #   photovault init --store S; photovault user add bench --store S --passfile P;
 #   photovault mount M --store S --user bench --passfile P; photovault unmount M
