@@ -1,0 +1,304 @@
+// fsck: a clean tree is clean; each kind of damage a test can make is found, named by kind
+// and path; without --repair the store is byte-for-byte untouched; --repair moves exactly
+// the damaged entries to /lost+found, removes temp files, and a second fsck is clean.
+import XCTest
+import Foundation
+import Glibc
+@testable import PhotoVaultCrypto
+@testable import PhotoVaultStore
+
+final class OfflineFsckTests: XCTestCase {
+    static let longName = String(repeating: "long-", count: 36) + ".txt"   // 184 bytes: a long name
+
+    /// A small tree through the importer; returns the plaintext contents by vault path.
+    func buildTree() throws -> (UserTree, String, [String: [UInt8]]) {
+        let (tree, scratch) = try OfflineFixture.makeTree(self)
+        let src = scratch + "/src"
+        var contents: [String: [UInt8]] = [:]
+        func add(_ rel: String, _ size: Int) {
+            let bytes = SecureRandom.bytes(size)
+            OfflineFixture.mkdirs(StorePath.dirname(src + "/" + rel))
+            OfflineFixture.write(src + "/" + rel, bytes)
+            contents["/" + rel] = bytes
+        }
+        add("photos/a.jpg", 200_000)   // 4 chunks of 64 KiB
+        add("photos/b.jpg", 150_000)
+        add("photos/c.jpg", 70_000)
+        add("photos/ok.jpg", 100_000)
+        add("photos/deep/d.jpg", 80_000)
+        add("photos/deep/e.jpg", 0)
+        add("docs/" + OfflineFsckTests.longName, 5_000)
+        add("docs/short.txt", 10)
+        XCTAssertEqual(symlink("photos/a.jpg", src + "/link"), 0)
+        XCTAssertEqual(symlink("../photos", src + "/docs/photos-link"), 0)
+        try OfflineFixture.setXattr(src + "/docs/short.txt", "user.note", Array("hello".utf8))
+        for top in ["photos", "docs", "link"] {
+            try Importer(tree: tree).import(sources: [src + "/" + top], into: "/")
+        }
+        return (tree, scratch, contents)
+    }
+
+    func entry(_ tree: UserTree, _ path: String) throws -> VaultEntry {
+        try VaultResolver(tree: tree).entry(VaultPath(path))
+    }
+
+    func flip(_ tree: UserTree, _ path: String, at offset: Int64) throws {
+        let e = try entry(tree, path)
+        let fd = openat(e.parent.fd, e.encoded.entry, O_RDWR)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        var b: UInt8 = 0
+        XCTAssertEqual(pread(fd, &b, 1, Int(offset)), 1)
+        b ^= 0x80
+        XCTAssertEqual(pwrite(fd, &b, 1, Int(offset)), 1)
+        close(fd)
+    }
+
+    func truncate(_ tree: UserTree, _ path: String, to size: Int) throws {
+        let e = try entry(tree, path)
+        XCTAssertEqual(ftruncateAt(e.parent.fd, e.encoded.entry, size), 0)
+    }
+
+    func ftruncateAt(_ dirfd: Int32, _ name: String, _ size: Int) -> Int32 {
+        let fd = openat(dirfd, name, O_RDWR)
+        defer { close(fd) }
+        return ftruncate(fd, size)
+    }
+
+    /// Renames a ciphertext entry to another valid-looking base64url name; returns it.
+    func renameCiphertext(_ tree: UserTree, _ path: String) throws -> String {
+        let e = try entry(tree, path)
+        var chars = Array(e.encoded.entry)
+        chars[3] = chars[3] == "A" ? "B" : "A"
+        let newName = String(chars)
+        XCTAssertNotNil(Base64URL.decode(newName))
+        XCTAssertEqual(renameat(e.parent.fd, e.encoded.entry, e.parent.fd, newName), 0)
+        return newName
+    }
+
+    /// Places a copy of a ciphertext file under a sync tool's conflict name; returns it.
+    func conflictCopy(_ tree: UserTree, _ path: String, suffix: String) throws -> String {
+        let e = try entry(tree, path)
+        let bytes = try FileIO.readFile(in: e.parent.fd, name: e.encoded.entry, limit: 1 << 24)
+        let name = e.encoded.entry + suffix
+        let fd = openat(e.parent.fd, name, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        try FileIO.writeAll(fd, bytes, offset: 0)
+        close(fd)
+        return name
+    }
+
+    func kinds(_ s: FsckSummary) -> [String] {
+        s.problems.map { "\($0.kind.rawValue) \($0.path)" }.sorted()
+    }
+
+    // MARK: tests
+
+    func testCleanTreeHasNoProblemsAndEveryChunkIsCounted() throws {
+        let (tree, _, contents) = try buildTree()
+        let s = try Fsck(tree: tree).run()
+        XCTAssertEqual(s.problems, [])
+        XCTAssertTrue(s.isClean)
+        XCTAssertEqual(s.files, contents.count)
+        XCTAssertEqual(s.symlinks, 2)
+        XCTAssertEqual(s.directories, 4)   // root, photos, photos/deep, docs
+        XCTAssertEqual(s.bytesChecked, UInt64(contents.values.map(\.count).reduce(0, +)))
+        let cs = tree.layout.chunkSize
+        XCTAssertEqual(s.chunksChecked, UInt64(contents.values.map { ($0.count + cs - 1) / cs }.reduce(0, +)))
+        XCTAssertEqual(s.actions, [])
+    }
+
+    func testEachKindOfDamageIsFoundAtItsPath() throws {
+        let cs = 65536
+        typealias Damage = (UserTree) throws -> [String]   // returns the expected "kind path" lines
+        let cases: [(String, Damage)] = [
+            ("flipped chunk byte", { t in
+                try self.flip(t, "/photos/a.jpg", at: Int64(t.layout.sealedOffset(ofChunk: 1)) + 100)
+                return ["chunkDamaged /photos/a.jpg"]
+            }),
+            ("truncated header", { t in
+                try self.truncate(t, "/photos/b.jpg", to: 100)
+                return ["headerTruncated /photos/b.jpg"]
+            }),
+            ("modified header", { t in
+                try self.flip(t, "/photos/b.jpg", at: 40)
+                return ["headerDamaged /photos/b.jpg"]
+            }),
+            ("chunk cut inside", { t in
+                try self.truncate(t, "/photos/c.jpg", to: Int(t.layout.ciphertextSize(plaintextSize: UInt64(cs))) + 5)
+                return ["contentTruncated /photos/c.jpg"]
+            }),
+            ("renamed ciphertext file", { t in
+                let n = try self.renameCiphertext(t, "/photos/c.jpg")
+                return ["nameUndecryptable /photos/" + n]
+            }),
+            ("deleted .pvdir", { t in
+                let d = try VaultResolver(tree: t).directory(VaultPath("/photos/deep"))
+                XCTAssertEqual(unlinkat(d.fd, DirectoryInfo.fileName, 0), 0)
+                return ["directoryInfoMissing /photos/deep"]
+            }),
+            ("modified .pvdir", { t in
+                let d = try VaultResolver(tree: t).directory(VaultPath("/docs"))
+                var b = try FileIO.readFile(in: d.fd, name: DirectoryInfo.fileName)
+                b[20] = ProtectionClass.none.rawValue   // weaken the default class
+                try AtomicFile.write(b, in: d.fd, name: DirectoryInfo.fileName)
+                return ["directoryInfoDamaged /docs"]
+            }),
+            ("conflict copies", { t in
+                let a = try self.conflictCopy(t, "/photos/ok.jpg", suffix: " (conflicted copy).jpg")
+                let b = try self.conflictCopy(t, "/photos/ok.jpg", suffix: ".sync-conflict-20240101-120000-ABCDEFG")
+                return ["foreignEntry /photos/" + a, "foreignEntry /photos/" + b]
+            }),
+            ("orphan long-name companion", { t in
+                let e = try self.entry(t, "/docs/" + OfflineFsckTests.longName)
+                XCTAssertEqual(unlinkat(e.parent.fd, e.encoded.entry, 0), 0)
+                return ["orphanCompanion /docs/" + e.encoded.companion!]
+            }),
+            ("missing long-name companion", { t in
+                let e = try self.entry(t, "/docs/" + OfflineFsckTests.longName)
+                XCTAssertEqual(unlinkat(e.parent.fd, e.encoded.companion!, 0), 0)
+                return ["longNameCompanionMissing /docs/" + e.encoded.entry]
+            }),
+            ("modified long-name companion", { t in
+                let e = try self.entry(t, "/docs/" + OfflineFsckTests.longName)
+                XCTAssertEqual(unlinkat(e.parent.fd, e.encoded.companion!, 0), 0)
+                try AtomicFile.write(Array("AAAA".utf8), in: e.parent.fd, name: e.encoded.companion!)
+                return ["longNameCompanionMismatch /docs/" + e.encoded.entry]
+            }),
+            ("leftover temp file", { t in
+                let d = try VaultResolver(tree: t).directory(VaultPath("/photos"))
+                let fd = openat(d.fd, ".pvtmp-0011223344556677", O_WRONLY | O_CREAT, 0o600)
+                close(fd)
+                return ["leftoverTemp /photos/.pvtmp-0011223344556677"]
+            }),
+            ("damaged symlink target", { t in
+                let e = try self.entry(t, "/link")
+                XCTAssertEqual(unlinkat(e.parent.fd, e.encoded.entry, 0), 0)
+                XCTAssertEqual(symlinkat("bm90LWEtcGhvdG92YXVsdC10YXJnZXQ", e.parent.fd, e.encoded.entry), 0)
+                return ["symlinkDamaged /link"]
+            }),
+            ("damaged xattr value", { t in
+                let e = try self.entry(t, "/docs/short.txt")
+                let fd = openat(e.parent.fd, e.encoded.entry, O_RDONLY)
+                defer { close(fd) }
+                let stored = try XCTUnwrap(try OfflineXattr.names(fd).first { $0.hasPrefix(XattrCodec.storedPrefix) })
+                var v = try OfflineXattr.get(fd, stored)
+                v[v.count - 1] ^= 1
+                try OfflineXattr.set(fd, stored, v)
+                return ["xattrDamaged /docs/short.txt"]
+            }),
+            ("FIFO in the store", { t in
+                let d = try VaultResolver(tree: t).directory(VaultPath("/docs"))
+                let name = t.names.encode(Array("pipe".utf8), in: d.info).entry
+                XCTAssertEqual(mkfifoat(d.fd, name, 0o600), 0)
+                return ["unsupportedType /docs/pipe"]
+            }),
+        ]
+        for (label, damage) in cases {
+            let (tree, _, _) = try buildTree()
+            let expected = try damage(tree).sorted()
+            let s = try Fsck(tree: tree).run()
+            XCTAssertEqual(kinds(s), expected, label)
+            XCTAssertEqual(s.actions, [], label)
+            if label == "flipped chunk byte" {
+                XCTAssertTrue(s.problems[0].detail.contains("1 of 4 chunks failed authentication (chunk 1)"), s.problems[0].detail)
+                XCTAssertNotEqual(s.problems[0].storePath, s.problems[0].path)   // ciphertext location on disk
+            }
+        }
+    }
+
+    func testFsckWithoutRepairChangesNothingAndRepairQuarantines() throws {
+        let (tree, scratch, contents) = try buildTree()
+        // Several kinds of damage at once.
+        try flip(tree, "/photos/a.jpg", at: Int64(tree.layout.sealedOffset(ofChunk: 2)) + 7)
+        try truncate(tree, "/photos/b.jpg", to: 64)
+        let conflict = try conflictCopy(tree, "/photos/c.jpg", suffix: " (conflicted copy).jpg")
+        let renamed = try renameCiphertext(tree, "/photos/c.jpg")
+        let deep = try VaultResolver(tree: tree).directory(VaultPath("/photos/deep"))
+        XCTAssertEqual(unlinkat(deep.fd, DirectoryInfo.fileName, 0), 0)
+        let long = try entry(tree, "/docs/" + OfflineFsckTests.longName)
+        XCTAssertEqual(unlinkat(long.parent.fd, long.encoded.entry, 0), 0)
+        let photos = try VaultResolver(tree: tree).directory(VaultPath("/photos"))
+        close(openat(photos.fd, ".pvtmp-00aa11bb22cc33dd", O_WRONLY | O_CREAT, 0o600))
+        // A directory a crashed mkdir left behind (temp name, only a .pvdir inside).
+        let docs = try VaultResolver(tree: tree).directory(VaultPath("/docs"))
+        XCTAssertEqual(mkdirat(docs.fd, ".pvtmp-99aa11bb22cc33dd", 0o700), 0)
+        let tmpDir = openat(docs.fd, ".pvtmp-99aa11bb22cc33dd", O_RDONLY | O_DIRECTORY)
+        try DirectoryInfo().write(dirfd: tmpDir, keyring: tree.keyring)
+        close(tmpDir)
+
+        let before = OfflineFixture.snapshot(StorePath.dirname(tree.root))
+        let found = try Fsck(tree: tree).run()
+        XCTAssertEqual(OfflineFixture.snapshot(StorePath.dirname(tree.root)), before, "fsck without --repair modified the store")
+        XCTAssertEqual(kinds(found), [
+            "chunkDamaged /photos/a.jpg",
+            "directoryInfoMissing /photos/deep",
+            "foreignEntry /photos/" + conflict,
+            "headerTruncated /photos/b.jpg",
+            "leftoverTemp /docs/.pvtmp-99aa11bb22cc33dd",
+            "leftoverTemp /photos/.pvtmp-00aa11bb22cc33dd",
+            "nameUndecryptable /photos/" + renamed,
+            "orphanCompanion /docs/" + long.encoded.companion!,
+        ])
+        XCTAssertEqual(found.actions, [])
+
+        let repaired = try Fsck(tree: tree).run(repair: true)
+        XCTAssertEqual(kinds(repaired), kinds(found))
+        let moved = repaired.actions.compactMap { a -> String? in
+            if case .movedToLostAndFound(_, let name) = a { return name }
+            return nil
+        }.sorted()
+        XCTAssertEqual(moved, [
+            "bad-name photos%2F" + conflict,
+            "bad-name photos%2F" + renamed,
+            "orphan-companion " + long.encoded.companion!,
+            "photos%2Fa.jpg",
+            "photos%2Fb.jpg",
+            "photos%2Fdeep",
+        ].sorted())
+        XCTAssertEqual(repaired.actions.filter { if case .removedTemp = $0 { return true }; return false }.count, 2)
+
+        let again = try Fsck(tree: tree).run()
+        XCTAssertEqual(again.problems, [])
+        XCTAssertEqual(again.lostAndFoundEntries, 6)
+        XCTAssertEqual(again.actions, [])
+
+        // What was healthy is untouched; quarantined entries with intact content can be recovered.
+        let out = scratch + "/out"
+        try Exporter(tree: tree).export(paths: ["/photos", "/docs", "/lost+found/bad-name photos%2F" + renamed,
+                                                "/lost+found/bad-name photos%2F" + conflict], to: out)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: out + "/photos").sorted(), ["ok.jpg"])
+        XCTAssertEqual(OfflineFixture.read(out + "/photos/ok.jpg"), contents["/photos/ok.jpg"])
+        XCTAssertEqual(OfflineFixture.read(out + "/docs/short.txt"), contents["/docs/short.txt"])
+        XCTAssertEqual(OfflineFixture.read(out + "/bad-name photos%2F" + renamed), contents["/photos/c.jpg"])
+        XCTAssertEqual(OfflineFixture.read(out + "/bad-name photos%2F" + conflict), contents["/photos/c.jpg"])
+        // The damaged file is still refused after the move: quarantine does not make bytes valid.
+        XCTAssertThrowsError(try Exporter(tree: tree).export(paths: ["/lost+found/photos%2Fa.jpg"], to: out + "/x")) {
+            guard case StoreError.integrity(let p, _)? = $0 as? StoreError else { return XCTFail("\($0)") }
+            XCTAssertEqual(p, "/lost+found/photos%2Fa.jpg")
+        }
+        // A second repair has nothing to do.
+        XCTAssertEqual(try Fsck(tree: tree).run(repair: true).actions, [])
+    }
+
+    func testDamagedXattrIsReportedButNotRepaired() throws {
+        let (tree, _, _) = try buildTree()
+        let e = try entry(tree, "/docs/short.txt")
+        let fd = openat(e.parent.fd, e.encoded.entry, O_RDONLY)
+        let stored = try XCTUnwrap(try OfflineXattr.names(fd).first { $0.hasPrefix(XattrCodec.storedPrefix) })
+        var v = try OfflineXattr.get(fd, stored)
+        v[0] ^= 1
+        try OfflineXattr.set(fd, stored, v)
+        close(fd)
+        let s = try Fsck(tree: tree).run(repair: true)
+        XCTAssertEqual(kinds(s), ["xattrDamaged /docs/short.txt"])
+        XCTAssertEqual(s.actions, [])
+        XCTAssertEqual(kinds(try Fsck(tree: tree).run()), ["xattrDamaged /docs/short.txt"])
+    }
+
+    func testDamagedRootDirectoryInfoIsReportedNotFatal() throws {
+        let (tree, _, _) = try buildTree()
+        XCTAssertEqual(unlink(tree.root + "/" + DirectoryInfo.fileName), 0)
+        let s = try Fsck(tree: tree).run(repair: true)
+        XCTAssertEqual(kinds(s), ["directoryInfoMissing /"])
+        XCTAssertEqual(s.actions, [])
+    }
+}
