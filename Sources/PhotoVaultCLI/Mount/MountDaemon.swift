@@ -95,11 +95,13 @@ enum MountDaemon {
         } catch {
             log("control socket unavailable: \(error) (photovault lock/status will not reach this mount)")
         }
+        let thumbnailGuard = settings.privateThumbnails ? ThumbnailGuard.activate(mountpoint: settings.mountpoint, log: log) : nil
         log("mounted \(canonicalMP)")
         reporter?.succeed()
         if !settings.foreground { detachStdio() }
 
         let code = fs.run()
+        thumbnailGuard?.deactivate()
 
         fs.wipeAll()
         keyring.wipeAll()
