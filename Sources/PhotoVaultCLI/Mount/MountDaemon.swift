@@ -50,8 +50,10 @@ enum MountDaemon {
         let keyring = UserKeyring(masterKey: masterKey)
         masterKey.wipe()
         let tree = UserTree(root: layout.userTree(treeID), keyring: keyring, layout: config.layout)
-        let options = MountOptions(mountpoint: settings.mountpoint, readOnly: settings.readOnly,
+        var options = MountOptions(mountpoint: settings.mountpoint, readOnly: settings.readOnly,
                                    allowOther: settings.allowOther)
+        // Experiment knob for benchmarks (PERFORMANCE.md): the kernel's writeback cache.
+        if ProcessInfo.processInfo.environment["PHOTOVAULT_WRITEBACK_CACHE"] == "1" { options.writebackCache = true }
         let fs: VaultFileSystem
         do {
             fs = try VaultFileSystem(tree: tree, options: options, log: log)
