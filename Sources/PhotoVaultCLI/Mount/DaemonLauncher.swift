@@ -31,7 +31,15 @@ enum DaemonLauncher {
         var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
         defer { for p in cargs { free(p) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, &cargs, Glibc.environ)
+        // A crashing daemon must die at once (Swift's backtracer would otherwise hold it,
+        // keys and mount alive, in a futex wait), so the backtracer is off in the daemon.
+        var envList: [String] = []
+        var e = Glibc.environ
+        while let p = e.pointee { let s = String(cString: p); if !s.hasPrefix("SWIFT_BACKTRACE=") { envList.append(s) }; e += 1 }
+        envList.append("SWIFT_BACKTRACE=enable=no")
+        var cenv: [UnsafeMutablePointer<CChar>?] = envList.map { strdup($0) } + [nil]
+        defer { for p in cenv { free(p) } }
+        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, &cargs, &cenv)
         close(ready[1]); close(keys[0])
         guard rc == 0 else {
             close(ready[0]); close(keys[1])

@@ -29,6 +29,10 @@ enum MountDaemon {
             return got
         }
         close(4)
+        // Descriptors inherited from the caller (pipes of a script, sockets) must not be
+        // held open by a long-lived daemon.
+        var fd: Int32 = 5
+        while fd < 1024 { close(fd); fd += 1 }
         guard n == 48 else { reporter.fail(code: 1, "the mount daemon did not receive its keys"); exit(1) }
         let master = keyBuf.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
         let treeID = keyBuf.withUnsafeBytes { Array($0[32..<48]) }
