@@ -13,6 +13,7 @@
 #include <linux/fs.h>
 #include <spawn.h>
 #include <syslog.h>
+#include <sys/xattr.h>
 
 #define PV_RENAME_NOREPLACE 1
 #define PV_RENAME_EXCHANGE 2

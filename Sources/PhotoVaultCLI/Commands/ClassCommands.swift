@@ -1,14 +1,58 @@
-// Stub: to be implemented. Each function gets the parsed command line and returns the exit code.
+import Foundation
+import PhotoVaultCrypto
+import PhotoVaultStore
+import CLinux
+
+/// `photovault class set/get/list`. A path on a live mount goes through the xattr
+/// `user.photovault.class` (the daemon rewraps the key); any other path is a path inside
+/// the vault, changed offline with the password.
 enum ClassCommands {
+    static let xattr = "user.photovault.class"
+
     static func set(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("class set")
+        guard let path = args.argument("PATH"), let name = args.argument("CLASS") else { throw args.usageError("PATH and CLASS are required") }
+        guard let cls = ProtectionClass(name: name) else {
+            throw args.usageError("CLASS must be complete, complete-unless-open, until-first-auth or none")
+        }
+        if OfflineAccess.isOnLiveMount(path) {
+            let r = setxattr(path, xattr, cls.name, cls.name.utf8.count, 0)
+            guard r == 0 else { throw StoreError.posix("set the class of \(path)") }
+        } else {
+            try ClassTool(tree: OfflineAccess.openTree(args)).set(path, to: cls)
+        }
+        print("\(path): \(cls.name)")
+        return 0
     }
 
     static func get(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("class get")
+        guard let path = args.argument("PATH") else { throw args.usageError("PATH is required") }
+        if OfflineAccess.isOnLiveMount(path) {
+            var buf = [UInt8](repeating: 0, count: 64)
+            let n = getxattr(path, xattr, &buf, buf.count)
+            guard n >= 0 else { throw StoreError.posix("read the class of \(path)") }
+            print(String(decoding: buf[0..<n], as: UTF8.self))
+            return 0
+        }
+        let info = try ClassTool(tree: OfflineAccess.openTree(args)).get(path)
+        print(info.protectionClass?.name ?? "pending")
+        return 0
     }
 
     static func list(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("class list")
+        guard let dir = args.argument("DIR") else { throw args.usageError("DIR is required") }
+        if OfflineAccess.isOnLiveMount(dir) {
+            let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+            for n in names {
+                let p = StorePath.join(dir, n)
+                var buf = [UInt8](repeating: 0, count: 64)
+                let len = getxattr(p, xattr, &buf, buf.count)
+                print("\(len >= 0 ? String(decoding: buf[0..<len], as: UTF8.self) : "-")\t\(n)")
+            }
+            return 0
+        }
+        for info in try ClassTool(tree: OfflineAccess.openTree(args)).list(dir) {
+            print("\(info.protectionClass?.name ?? "pending")\t\(info.path)")
+        }
+        return 0
     }
 }

@@ -1,6 +1,20 @@
-// Stub: to be implemented. Each function gets the parsed command line and returns the exit code.
+import Foundation
+import PhotoVaultStore
+
+/// `photovault fsck`: checks every header, chunk, name and xattr; `--repair` may only move
+/// undecryptable entries into /lost+found and remove leftover temp files (docs/OFFLINE.md).
 enum FsckCommand {
     static func run(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("fsck")
+        let repair = args.flag("repair")
+        if repair && !OfflineAccess.liveMounts(store: args.storePath).isEmpty {
+            throw CLIError.failed("unmount the vault before 'fsck --repair' (a live mount must be the only writer)")
+        }
+        let summary = try Fsck(tree: OfflineAccess.openTree(args)).run(repair: repair, progress: { _ in })
+        for p in summary.problems { print(p.description) }
+        for a in summary.actions { print("repair: \(a)") }
+        print("checked \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks, "
+              + "\(summary.chunksChecked) chunks: \(summary.problems.count) problem\(summary.problems.count == 1 ? "" : "s")")
+        if !summary.isClean { throw CLIError.fsckFoundDamage(problems: summary.problems.count) }
+        return 0
     }
 }

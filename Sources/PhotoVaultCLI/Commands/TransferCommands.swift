@@ -1,10 +1,85 @@
-// Stub: to be implemented. Each function gets the parsed command line and returns the exit code.
+import Foundation
+import PhotoVaultCrypto
+import PhotoVaultStore
+
+/// `photovault import` and `export`. When the same account's vault is mounted, files go
+/// through the mount (the daemon stays the only writer); otherwise the store is used
+/// directly under the tree lock (docs/OFFLINE.md).
 enum TransferCommands {
     static func importFiles(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("import")
+        var all = args.positionals
+        guard all.count >= 2, let dest = all.popLast() else { throw args.usageError("import needs SOURCE... DEST_DIR_IN_VAULT") }
+        if all.contains("-") && args.flag("password-stdin") { throw args.usageError("'-' (stdin) cannot be used with --password-stdin") }
+        var cls: ProtectionClass? = nil
+        if let c = args.value("class") {
+            guard let v = ProtectionClass(name: c) else { throw args.usageError("--class must be complete, complete-unless-open, until-first-auth or none") }
+            cls = v
+        }
+        let (tree, mount) = try treeAndMount(args)
+        let start = Date()
+        if let mp = mount, !all.contains("-"), cls == nil {
+            try copyThroughMount(all, to: StorePath.join(mp, String(dest.drop(while: { $0 == "/" }))), force: args.flag("force"))
+            FileHandle.standardError.write(Data("imported through the live mount at \(mp)\n".utf8))
+            return 0
+        }
+        let progress = Progress(verb: "imported")
+        let summary = try Importer(tree: tree).import(sources: all, into: dest, class: cls, force: args.flag("force"),
+                                                      progress: progress.event)
+        progress.finish(summary, seconds: Date().timeIntervalSince(start))
+        return 0
     }
 
     static func exportFiles(_ args: ParsedArguments) throws -> Int32 {
-        throw CLIError.notImplemented("export")
+        var all = args.positionals
+        guard all.count >= 2, let dest = all.popLast() else { throw args.usageError("export needs PATH_IN_VAULT... DEST") }
+        let (tree, _) = try treeAndMount(args)
+        let start = Date()
+        let progress = Progress(verb: "exported", quiet: dest == "-")
+        let summary = try Exporter(tree: tree).export(paths: all, to: dest, force: args.flag("force"), progress: progress.event)
+        progress.finish(summary, seconds: Date().timeIntervalSince(start))
+        return 0
+    }
+
+    /// Opens the account; returns the mountpoint of a live mount of the same account, if any.
+    private static func treeAndMount(_ args: ParsedArguments) throws -> (UserTree, String?) {
+        let layout = StoreLayout(root: args.storePath)
+        let config = try layout.loadConfig()
+        let password = try PasswordInput().password(args)
+        defer { password.wipe() }
+        let opened = try AccountStore(layout: layout).open(user: try args.userName(), password: password)
+        defer { opened.masterKey.wipe() }
+        let tag = RuntimeRegistry.treeTag(opened.treeID)
+        let mount = OfflineAccess.liveMounts(store: args.storePath).first { $0.treeTag == tag }?.mountpoint
+        return (UserTree(root: opened.treePath, keyring: opened.keyring(), layout: config.layout), mount)
+    }
+
+    private static func copyThroughMount(_ sources: [String], to dest: String, force: Bool) throws {
+        try FileManager.default.createDirectory(atPath: dest, withIntermediateDirectories: true)
+        let (status, out) = MountFlow.runTool(["cp", "-R", "--preserve=mode,timestamps", force ? "-f" : "-n"] + sources + [dest + "/"])
+        guard status == 0 else { throw CLIError.failed("copy through the mount failed: \(out.trimmedWhitespace())") }
+    }
+
+    /// A progress bar on a terminal (files, bytes, rate), one summary line otherwise.
+    final class Progress {
+        let verb: String
+        let tty = isatty(2) == 1
+        let quiet: Bool
+        var files = 0
+        var bytes: UInt64 = 0
+        let start = Date()
+        init(verb: String, quiet: Bool = false) { self.verb = verb; self.quiet = quiet }
+
+        func event(_ e: ProgressEvent) {
+            if case .file(_, let b) = e { files += 1; bytes += UInt64(b) } else { return }
+            guard tty, !quiet else { return }
+            let t = Date().timeIntervalSince(start)
+            let mb = Double(bytes) / 1_048_576
+            FileHandle.standardError.write(Data(String(format: "\r%d files, %.1f MiB, %.1f MiB/s   ", files, mb, t > 0 ? mb / t : 0).utf8))
+        }
+
+        func finish(_ s: TransferSummary, seconds: Double) {
+            if tty && !quiet { FileHandle.standardError.write(Data("\n".utf8)) }
+            FileHandle.standardError.write(Data((OfflineAccess.progressLine(s, verb: verb, seconds: seconds) + "\n").utf8))
+        }
     }
 }

@@ -1,0 +1,36 @@
+import Foundation
+import PhotoVaultCrypto
+import PhotoVaultStore
+
+/// Opens a user's tree for the offline commands (import, export, fsck, class), and finds a
+/// live mount of the same vault so that changes go through the running daemon instead.
+enum OfflineAccess {
+    static func openTree(_ args: ParsedArguments) throws -> UserTree {
+        let layout = StoreLayout(root: args.storePath)
+        let config = try layout.loadConfig()
+        let password = try PasswordInput().password(args)
+        defer { password.wipe() }
+        let opened = try AccountStore(layout: layout).open(user: try args.userName(), password: password)
+        defer { opened.masterKey.wipe() }
+        return UserTree(root: opened.treePath, keyring: opened.keyring(), layout: config.layout)
+    }
+
+    /// The mountpoint of a live mount of this store by this OS user, if exactly one exists.
+    /// (Which account it shows is only known after the password; the caller checks.)
+    static func liveMounts(store: String) -> [RuntimeRegistry.Entry] {
+        let s = RuntimeRegistry.canonical(store)
+        return RuntimeRegistry().entries().filter { $0.store == s }
+    }
+
+    /// A path on a live mount (the argument is an existing absolute path under a mountpoint).
+    static func isOnLiveMount(_ path: String) -> Bool {
+        let c = RuntimeRegistry.canonical(path)
+        return RuntimeRegistry().entries().contains { c == $0.mountpoint || c.hasPrefix($0.mountpoint + "/") }
+    }
+
+    static func progressLine(_ s: TransferSummary, verb: String, seconds: Double) -> String {
+        let mb = Double(s.bytes) / 1_048_576
+        return String(format: "%@ %d files, %d directories, %d symlinks, %.1f MiB in %.1f s (%.1f MiB/s)",
+                      verb, s.files, s.directories, s.symlinks, mb, seconds, seconds > 0 ? mb / seconds : 0)
+    }
+}
