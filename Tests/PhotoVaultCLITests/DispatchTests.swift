@@ -48,8 +48,10 @@ final class DispatchTests: XCTestCase {
         XCTAssertEqual(c.out, "")
     }
 
-    func testStubsReportNotImplemented() {
-        let (code, c) = run(["status"])
+    func testNotImplementedHandlerReportsOneLine() {
+        var handlers = Dispatch.handlers
+        handlers["status"] = { _ in throw CLIError.notImplemented("status") }
+        let (code, c) = run(["status"], handlers: handlers)
         XCTAssertEqual(code, 1)
         XCTAssertEqual(c.err, "photovault: 'status' is not implemented yet\n")
     }
