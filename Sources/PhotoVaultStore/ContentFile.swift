@@ -315,7 +315,6 @@ public final class ContentFile: @unchecked Sendable {
             if !direct.isEmpty, let d = data {
                 let sealedChunk = layout.sealedChunkSize
                 let batchFirst = first
-                let ns = layout.cipher.nonceSize
                 _ = ParallelChunks.run(direct[0]...direct[direct.count - 1], bytesPerChunk: layout.chunkSize) { i in
                     let cStart = i * cs
                     let cNewLen = Int(min(cs, newSize - cStart))
@@ -324,7 +323,6 @@ public final class ContentFile: @unchecked Sendable {
                         cipher.seal(index: i, plaintext: UnsafeRawPointer(d + Int(cStart - offset)), count: cNewLen,
                                     nonce: nb.baseAddress!, into: out + Int(i - batchFirst) * sealedChunk)
                     }
-                    _ = ns
                     return true
                 }
             }
