@@ -4,6 +4,7 @@
 # runs the main job: mounting the default vault at ~/PhotoVault (on first use it offers to
 # create the store and your account).
 set -euo pipefail
+trap 'echo "install.sh: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 bash scripts/deps.sh runtime

@@ -3,6 +3,8 @@
 # builds, and runs every test (unit tests and real FUSE mounts driven by real tools).
 # Needs root for the mount tests (CI runs as root) and /dev/fuse.
 set -euo pipefail
+# A step that fails must say so: CI shows only this script's output.
+trap 'echo "test.sh: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 bash scripts/deps.sh test
@@ -12,7 +14,9 @@ if [ ! -e /dev/fuse ]; then
 fi
 [ -e /dev/fuse ] || { echo "test.sh: /dev/fuse is missing: the mount tests cannot run" >&2; exit 1; }
 # Leftover mounts from an interrupted run would make tests fail confusingly.
-grep -E ' fuse\.photovault ' /proc/self/mountinfo 2>/dev/null | awk '{print $5}' | while read -r m; do fusermount3 -uz "$m" || true; done
+# (No match is the normal case: grep's exit 1 must not end the run under pipefail.)
+{ grep -E ' fuse\.photovault ' /proc/self/mountinfo 2>/dev/null || true; } | awk '{print $5}' |
+  while read -r m; do fusermount3 -uz "$m" || true; done
 swift build 2>&1 | tail -n 3
 log=$(mktemp)
 set +e
