@@ -187,7 +187,8 @@ extension CommandSpec {
         CommandSpec(
             ["unmount"], summary: "Unmount a vault",
             discussion: "Unmounts the vault at MOUNTPOINT and forgets its keys. Fails with the mount-busy "
-                + "code if a program still has files open there.",
+                + "code if a program still has files open there. Also clears a dead mount, left when the "
+                + "daemon was killed, which 'photovault mount' refuses to mount over.",
             arguments: [mountpointArgument],
             examples: [Example("photovault unmount", "Unmount ~/PhotoVault.")]),
 

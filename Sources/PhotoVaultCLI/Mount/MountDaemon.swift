@@ -97,7 +97,8 @@ enum MountDaemon {
             try server.start()
             control = server
             try registry.register(.init(mountpoint: canonicalMP, store: RuntimeRegistry.canonical(settings.store),
-                                        pid: getpid(), treeTag: RuntimeRegistry.treeTag(treeID)))
+                                        pid: getpid(), treeTag: RuntimeRegistry.treeTag(treeID),
+                                        startTime: RuntimeRegistry.processStat(getpid())?.startTime))
         } catch {
             log("control socket unavailable: \(error) (photovault lock/status will not reach this mount)")
         }
