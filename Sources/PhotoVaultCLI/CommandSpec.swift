@@ -168,8 +168,10 @@ extension CommandSpec {
                                + "with class-complete files unreadable.",
                            default: "unmount", completion: .choices(["unmount", "stay"])),
                 OptionSpec("lock-grace", value: "DURATION",
-                           help: "How long after the session locks the vault locks; unlocking the "
-                               + "session sooner cancels it.",
+                           help: "With --on-lock unmount: on a lock, complete keys are zeroed at once "
+                               + "and no new open succeeds; files of class complete-unless-open that "
+                               + "are open for writing get up to DURATION to finish, then every key is "
+                               + "zeroed and the vault unmounted (at most 3s before suspend).",
                            default: "60s", completion: .nothing),
                 OptionSpec("private-thumbnails", help: "Keep thumbnails of vault photos out of the "
                                + "desktop's plaintext thumbnail cache (~/.cache/thumbnails)."),
