@@ -36,6 +36,18 @@ final class OfflineCommandTests: XCTestCase {
         """)
     }
 
+    /// A fresh store whose account holds the `makeTree` tree imported as `vaultDir`/src;
+    /// returns the sandbox and the local tree.
+    static func importedTree(_ name: String, at vaultDir: String) -> (Sandbox, String) {
+        let sb = Sandbox(name)
+        sb.initStore()
+        let src = sb.plainDir("src")
+        makeTree(sb, at: src)
+        let r = pv(sb, ["import", src, vaultDir])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        return (sb, src)
+    }
+
     /// `path mode size mtime(ns)` of every entry below `dir` (directories without a size), sorted.
     static func listing(_ sb: Sandbox, _ dir: String) -> String {
         sb.ok("cd \(Sandbox.quote(dir)) && find . -mindepth 1 \\( -type d -printf '%P %M - %T@\\n' \\) "
@@ -68,11 +80,8 @@ final class OfflineCommandTests: XCTestCase {
     }
 
     func testForceIsNeededToOverwrite() {
-        let sb = Sandbox("pv-offline-force")
-        sb.initStore()
-        let src = sb.plainDir("src"), out = sb.plainDir("out")
-        Self.makeTree(sb, at: src)
-        XCTAssertEqual(Self.pv(sb, ["import", src, "/a"]).status, 0)
+        let (sb, src) = Self.importedTree("pv-offline-force", at: "/a")
+        let out = sb.plainDir("out")
         sb.ok("chmod u+w \(Sandbox.quote(src))/notes.txt && printf 'changed notes\\n' > \(Sandbox.quote(src))/notes.txt")
 
         // Without --force the vault keeps what it has: exit 20 and one line naming the file.
@@ -134,11 +143,7 @@ final class OfflineCommandTests: XCTestCase {
     }
 
     func testFsckIsCleanThenNamesTheDamagedFile() throws {
-        let sb = Sandbox("pv-offline-fsck")
-        sb.initStore()
-        let src = sb.plainDir("src")
-        Self.makeTree(sb, at: src)
-        XCTAssertEqual(Self.pv(sb, ["import", src, "/f"]).status, 0)
+        let (sb, _) = Self.importedTree("pv-offline-fsck", at: "/f")
 
         let clean = Self.pv(sb, ["fsck"])
         XCTAssertEqual(clean.status, 0, clean.stdout + clean.stderr)
@@ -173,11 +178,7 @@ final class OfflineCommandTests: XCTestCase {
     }
 
     func testClassSetGetAndList() {
-        let sb = Sandbox("pv-offline-class")
-        sb.initStore()
-        let src = sb.plainDir("src")
-        Self.makeTree(sb, at: src)
-        XCTAssertEqual(Self.pv(sb, ["import", src, "/c"]).status, 0)
+        let (sb, src) = Self.importedTree("pv-offline-class", at: "/c")
 
         let set = Self.pv(sb, ["class", "set", "/c/src/photo.jpg", "none"])
         XCTAssertEqual(set.status, 0, set.stderr)
@@ -244,5 +245,56 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(Self.checksums(sb, out + "/live/src"), Self.checksums(sb, src))
         XCTAssertEqual(Self.listing(sb, out + "/live/src"), Self.listing(sb, src))
         XCTAssertEqual(sb.ok("cat \(Sandbox.quote(out))/live/mounted.txt"), "written through the mount\n")
+    }
+
+    /// The mount daemon holds a shared flock on the tree root (docs/OFFLINE.md): offline
+    /// writers that do not go through the mount fail with 'store busy' (11) and change
+    /// nothing, offline readers still run, and a mount waits for an offline writer.
+    func testALiveMountKeepsOfflineWritersOutButNotReaders() throws {
+        let (sb, src) = Self.importedTree("pv-offline-lock", at: "/v")
+        let trees = try FileManager.default.contentsOfDirectory(atPath: sb.store + "/users")
+        XCTAssertEqual(trees.count, 1, "\(trees)")
+        let tree = Sandbox.quote(sb.store + "/users/" + (trees.first ?? ""))
+        let busy = "photovault: the store is locked by another photovault command; try again\n"
+
+        let mp = sb.mount()
+        XCTAssertEqual(sb.run("flock -n -x \(tree) true").status, 1, "the daemon holds no lock on the tree")
+        sb.ok("flock -n -s \(tree) true")
+        // Writers the CLI cannot route through the mount.
+        let fromStdin = sb.run("echo x | " + Self.pvLine(sb, ["import", "-", "/v/new.txt"]))
+        XCTAssertEqual(fromStdin.status, 11, fromStdin.stderr)
+        XCTAssertEqual(fromStdin.stderr, busy)
+        let withClass = Self.pv(sb, ["import", "--class", "none", src, "/v2"])
+        XCTAssertEqual(withClass.status, 11, withClass.stderr)
+        XCTAssertEqual(withClass.stderr, busy)
+        let classSet = Self.pv(sb, ["class", "set", "/v/src/notes.txt", "none"])
+        XCTAssertEqual(classSet.status, 11, classSet.stderr)
+        XCTAssertEqual(classSet.stderr, busy)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/v/new.txt"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/v2"))
+        XCTAssertEqual(sb.ok("getfattr --only-values -n user.photovault.class \(Sandbox.quote(mp))/v/src/notes.txt"), "complete")
+        // Readers run beside the mount.
+        XCTAssertEqual(sb.ok(Self.pvLine(sb, ["export", "/v/src/notes.txt", "-"])), "private notes\n")
+        XCTAssertEqual(Self.pv(sb, ["fsck"]).status, 0)
+
+        // Unmounting releases the lock.
+        sb.unmount(mp)
+        sb.ok("flock -n -x \(tree) true")
+        let after = sb.run("echo x | " + Self.pvLine(sb, ["import", "-", "/v/new.txt"]))
+        XCTAssertEqual(after.status, 0, after.stderr)
+
+        // A mount started while an offline writer holds the tree gives up after 2 s.
+        // In its own process group, so that flock and its sleep end together.
+        let holder = sb.ok("setsid flock -x \(tree) sleep 30 </dev/null >/dev/null 2>&1 & echo $!")
+        let holderPid = try XCTUnwrap(pid_t(holder.trimmingCharacters(in: .whitespacesAndNewlines)))
+        defer { kill(-holderPid, SIGTERM) }
+        XCTAssertTrue(Harness.waitUntil(5) { getpgid(holderPid) == holderPid })
+        XCTAssertTrue(Harness.waitUntil(5) { sb.run("flock -n -s \(tree) true").status != 0 })
+        let late = sb.root + "/mnt-late"
+        try FileManager.default.createDirectory(atPath: late, withIntermediateDirectories: true)
+        let refused = sb.pv(["mount", late, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+        XCTAssertEqual(refused.status, 11, refused.stderr)
+        XCTAssertEqual(refused.stderr, busy)
+        XCTAssertFalse(Harness.isMounted(late))
     }
 }
