@@ -7,6 +7,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     case notImplemented(String)
     case noFuseDevice
     case mountpointNotEmptyDirectory(String)
+    /// A FUSE mount whose daemon is gone (every access fails with ENOTCONN); `fsType` from
+    /// mountinfo tells a dead PhotoVault mount from another program's.
+    case deadMount(String, fsType: String)
     case alreadyMounted(String)
     case mountBusy(String)
     case notMounted(String)
@@ -23,6 +26,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .noFuseDevice: return ExitCodes.noFuseDevice
         case .mountpointNotEmptyDirectory: return ExitCodes.mountpointNotEmptyDirectory
+        case .deadMount: return ExitCodes.deadMount
         case .alreadyMounted: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
         case .notMounted: return ExitCodes.notMounted
@@ -38,6 +42,11 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .notImplemented(let c): return "'\(c)' is not implemented yet"
         case .noFuseDevice: return "/dev/fuse is missing: FUSE is not available on this system (modprobe fuse?)"
         case .mountpointNotEmptyDirectory(let p): return "the mountpoint \(p) is not an empty directory"
+        case .deadMount(let p, let type) where type == MountInfoEntry.photoVaultType:
+            return "\(p) holds a dead PhotoVault mount (its daemon is gone): run 'photovault unmount \(p)' "
+                + "(or 'fusermount3 -u \(p)'), then mount again"
+        case .deadMount(let p, let type):
+            return "\(p) holds a dead \(type) mount (its program is gone): run 'fusermount3 -u \(p)' first"
         case .alreadyMounted(let p): return "a vault is already mounted at \(p)"
         case .mountBusy(let p): return "\(p) is busy: close the files open there and try again"
         case .notMounted(let p): return "no vault is mounted at \(p)"

@@ -168,8 +168,10 @@ extension CommandSpec {
                                + "with class-complete files unreadable.",
                            default: "unmount", completion: .choices(["unmount", "stay"])),
                 OptionSpec("lock-grace", value: "DURATION",
-                           help: "How long after the session locks the vault locks; unlocking the "
-                               + "session sooner cancels it.",
+                           help: "With --on-lock unmount: on a lock, complete keys are zeroed at once "
+                               + "and no new open succeeds; files of class complete-unless-open that "
+                               + "are open for writing get up to DURATION to finish, then every key is "
+                               + "zeroed and the vault unmounted (at most 3s before suspend).",
                            default: "60s", completion: .nothing),
                 OptionSpec("private-thumbnails", help: "Keep thumbnails of vault photos out of the "
                                + "desktop's plaintext thumbnail cache (~/.cache/thumbnails)."),
@@ -187,7 +189,8 @@ extension CommandSpec {
         CommandSpec(
             ["unmount"], summary: "Unmount a vault",
             discussion: "Unmounts the vault at MOUNTPOINT and forgets its keys. Fails with the mount-busy "
-                + "code if a program still has files open there.",
+                + "code if a program still has files open there. Also clears a dead mount, left when the "
+                + "daemon was killed, which 'photovault mount' refuses to mount over.",
             arguments: [mountpointArgument],
             examples: [Example("photovault unmount", "Unmount ~/PhotoVault.")]),
 

@@ -16,6 +16,7 @@ public enum ExitCodes {
     public static let mountBusy: Int32 = 17
     public static let notMounted: Int32 = 18
     public static let fsckFoundDamage: Int32 = 21
+    public static let deadMount: Int32 = 25
 
     /// Every code `photovault` can exit with, one meaning each: StoreError's codes (defined in
     /// PhotoVaultStore) and the CLI's own. A test checks every StoreError and CLIError maps
@@ -46,6 +47,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: 22, meaning: "integrity check failed (data modified or corrupt)"),
         ExitCodeEntry(code: 23, meaning: "the vault is locked"),
         ExitCodeEntry(code: 24, meaning: "not found"),
+        ExitCodeEntry(code: deadMount, meaning: "the mountpoint holds a dead mount (its daemon is gone; unmount it first)"),
     ]
 
     public static func meaning(of code: Int32) -> String? { table.first { $0.code == code }?.meaning }

@@ -75,6 +75,8 @@ public enum PhotoVaultCLI {
         case let e as UsageError: return (e.description, ExitCodes.usage)
         case let e as StoreError: return ("photovault: \(e.description)", e.exitCode)
         case let e as CLIError: return ("photovault: \(e.description)", e.exitCode)
+        // The background daemon reports its failure with the exit code it computed.
+        case let e as DaemonFailure: return ("photovault: \(e.message)", e.code)
         case let e as CryptoError:
             // An authentication failure outside the store's own checks is still an integrity failure.
             let code: Int32 = e == .authenticationFailed ? 22 : ExitCodes.generic

@@ -4,11 +4,19 @@ import PhotoVaultCrypto
 
 /// Extended attributes: user attributes are sealed by the backend; a few virtual ones are
 /// answered here and never stored.
+///
+/// Copy tools that preserve xattrs (`rsync -X`, `cp --preserve=xattr`, `tar --xattrs`) read
+/// the virtual attributes like any other and write them back, and `rsync -X` removes every
+/// attribute of the destination its source lacks. So a virtual attribute behaves as one
+/// that always exists and is derived again on every read: removing it succeeds and changes
+/// nothing, writing a robots attribute its own value succeeds, writing it anything else is
+/// refused (EPERM), and writing the class attribute changes the class (valid names only).
 extension VaultFileSystem {
     static let classAttribute = "user.photovault.class"
-    /// Read-only on every directory: tell indexers (tracker, baloo) and backup tools to
-    /// keep out of the plaintext view.
+    /// Fixed on every directory: tell indexers (tracker, baloo) and backup tools to keep out
+    /// of the plaintext view.
     static let robotAttributes = ["user.xdg.robots.index", "user.xdg.robots.backup"]
+    static let robotValue = "false"
 
     func virtualNames(_ node: Inode) -> [String] {
         guard backend is PlainBackend == false else { return [] }
@@ -20,7 +28,7 @@ extension VaultFileSystem {
     /// nil: not a virtual attribute of this node.
     func virtualGet(_ node: Inode, _ name: String) throws -> [UInt8]? {
         guard virtualNames(node).contains(name) else { return nil }
-        if Self.robotAttributes.contains(name) { return Array("false".utf8) }
+        if Self.robotAttributes.contains(name) { return Array(Self.robotValue.utf8) }
         if node.isDirectory {
             return Array((backend.defaultClass(in: try naming(of: node)) ?? .default).name.utf8)
         }
@@ -37,10 +45,15 @@ extension VaultFileSystem {
     /// false: not a virtual attribute of this node.
     func virtualSet(_ node: Inode, _ name: String, _ value: [UInt8], flags: Int32) throws -> Bool {
         guard virtualNames(node).contains(name) else { return false }
-        if Self.robotAttributes.contains(name) { throw FSError.permissionDenied }
+        // A virtual attribute always exists, so XATTR_CREATE can never succeed.
         if flags & Int32(XATTR_CREATE) != 0 { throw FSError.exists }
         var text = String(decoding: value, as: UTF8.self)
         while text.last == "\n" || text.last == "\0" { text.removeLast() }
+        if Self.robotAttributes.contains(name) {
+            // A copy tool writing back what it read is fine; changing the value is not.
+            guard text == Self.robotValue else { throw FSError.permissionDenied }
+            return true
+        }
         guard let cls = ProtectionClass(name: text) else { throw FSError.invalidArgument }
         if node.isDirectory {
             try backend.setDefaultClass(cls, in: try naming(of: node), dirFD: node.fd)
@@ -121,7 +134,11 @@ extension VaultFileSystem {
         let name = cname.map { String(cString: $0) } ?? ""
         do {
             let node = try table.require(ino)
-            if virtualNames(node).contains(name) { throw FSError.permissionDenied }
+            // Nothing to remove: the value is derived again on the next read (see above).
+            if virtualNames(node).contains(name) {
+                fuse_reply_err(req, 0)
+                return
+            }
             let bname = try backend.sealXattrName(name)
             guard CFuse.removexattr(Syscall.procPath(node.fd), bname) == 0 else { throw FSError.last() }
             fuse_reply_err(req, 0)

@@ -30,6 +30,9 @@ final class DispatchTests: XCTestCase {
             (StoreError.noSuchAccount, "photovault: no such account in this store\n", 4),
             (CLIError.notMounted("/m"), "photovault: no vault is mounted at /m\n", 18),
             (CLIError.fsckFoundDamage(problems: 2), "photovault: fsck found 2 problems\n", 21),
+            (DaemonFailure(code: 11, message: "the store is busy"), "photovault: the store is busy\n", 11),
+            (CLIError.deadMount("/m", fsType: "fuse.sshfs"),
+             "photovault: /m holds a dead fuse.sshfs mount (its program is gone): run 'fusermount3 -u /m' first\n", 25),
             (UsageError("invalid duration 'x'", command: ["fsck"]),
              "photovault: invalid duration 'x' (see 'photovault fsck --help')\n", 2),
         ]

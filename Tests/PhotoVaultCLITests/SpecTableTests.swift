@@ -63,7 +63,8 @@ final class SpecTableTests: XCTestCase {
             .notImplemented("x"), .noFuseDevice, .mountpointNotEmptyDirectory("/m"), .alreadyMounted("/m"),
             .mountBusy("/m"), .notMounted("/m"), .fsckFoundDamage(problems: 2), .passwordsDoNotMatch,
             .noTerminal, .passwordTooLong(maximum: 1), .cannotReadPassword(source: "f", errno: ENOENT),
-            .externalPasswordCommandFailed(status: 1), .failed("x"),
+            .externalPasswordCommandFailed(status: 1), .failed("x"), .deadMount("/m", fsType: "fuse.photovault"),
+            .deadMount("/m", fsType: "fuse.sshfs"),
         ]
         for e in cliErrors { XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "\(e)") }
         XCTAssertEqual(CLIError.noFuseDevice.exitCode, 14)
@@ -72,8 +73,9 @@ final class SpecTableTests: XCTestCase {
         XCTAssertEqual(CLIError.mountBusy("/m").exitCode, 17)
         XCTAssertEqual(CLIError.notMounted("/m").exitCode, 18)
         XCTAssertEqual(CLIError.fsckFoundDamage(problems: 1).exitCode, 21)
+        XCTAssertEqual(CLIError.deadMount("/m", fsType: "fuse.photovault").exitCode, 25)
         // The CLI's own codes must not collide with a StoreError code of another meaning.
-        let cliOwn: Set<Int32> = [14, 15, 16, 17, 18, 21]
+        let cliOwn: Set<Int32> = [14, 15, 16, 17, 18, 21, 25]
         XCTAssertTrue(cliOwn.isDisjoint(with: storeErrors.map(\.exitCode)))
     }
 

@@ -24,6 +24,15 @@ final class MountCrashRecoveryTests: XCTestCase {
             .split(separator: "\t").first { $0.hasPrefix("pid=") }?.dropFirst(4)
         let pid = try XCTUnwrap(pidText.flatMap { pid_t($0) }, "no pid in status: \(status.stdout)")
         XCTAssertEqual(kill(pid, SIGKILL), 0)
+        // As soon as the daemon is dead, even before its new parent reaps it (a zombie still
+        // answers kill(pid, 0)), `status` no longer lists its registration.
+        XCTAssertTrue(Harness.waitUntil(5) {
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            return stat.isEmpty || stat.split(separator: ")").last?.split(separator: " ").first == "Z"
+        })
+        let afterKill = sb.pv(["status"])
+        XCTAssertEqual(afterKill.status, 0, afterKill.stderr)
+        XCTAssertEqual(afterKill.stdout, "no vault mounted\n")
         XCTAssertTrue(Harness.waitUntil(5) { kill(pid, 0) != 0 })
 
         let dead = sb.run("ls \(q)")
@@ -34,9 +43,13 @@ final class MountCrashRecoveryTests: XCTestCase {
         sb.ok("cmp \(Sandbox.quote(plain))/photo.jpg \(Sandbox.quote(other))/Crash-Album/photo.jpg")
         XCTAssertEqual(sb.ok("cat \(Sandbox.quote(other))/Crash-Album/note.txt"), "CRASH-NOTE\n")
         sb.unmount(other)
-        // Mounting onto the dead mount is refused (nothing is mounted over it) ...
+        // Mounting onto the dead mount is refused (nothing is mounted over it), with one line
+        // that says what is there and how to clear it, and its own exit code ...
         let again = sb.pv(["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
-        XCTAssertNotEqual(again.status, 0, again.stdout)
+        XCTAssertEqual(again.status, 25, again.stderr)
+        XCTAssertEqual(again.stderr, "photovault: \(mp) holds a dead PhotoVault mount (its daemon is gone): "
+                       + "run 'photovault unmount \(mp)' (or 'fusermount3 -u \(mp)'), then mount again\n")
+        XCTAssertEqual(again.stdout, "")
         // ... until `photovault unmount` removes it; then the vault mounts there again.
         let un = sb.pv(["unmount", mp])
         XCTAssertEqual(un.status, 0, un.stderr)

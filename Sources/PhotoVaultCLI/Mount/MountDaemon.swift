@@ -54,6 +54,15 @@ enum MountDaemon {
         let keyring = UserKeyring(masterKey: masterKey)
         masterKey.wipe()
         let tree = UserTree(root: layout.userTree(treeID), keyring: keyring, layout: config.layout)
+        // The daemon caches directory IDs, open files and headers, so nothing else may write
+        // the tree while it is mounted. Offline writers (import, class set, fsck --repair)
+        // take this lock exclusively: a shared lock held until unmount makes them fail with
+        // 'store busy', while offline readers (export, fsck) still run (docs/OFFLINE.md).
+        let treeLock: TreeLock
+        do { treeLock = try TreeLock(root: tree.root, mode: .shared) } catch {
+            keyring.wipeAll()
+            return fail(reporter, error)
+        }
         var options = MountOptions(mountpoint: settings.mountpoint, readOnly: settings.readOnly,
                                    allowOther: settings.allowOther)
         // Experiment knob for benchmarks (PERFORMANCE.md): the kernel's writeback cache.
@@ -97,7 +106,8 @@ enum MountDaemon {
             try server.start()
             control = server
             try registry.register(.init(mountpoint: canonicalMP, store: RuntimeRegistry.canonical(settings.store),
-                                        pid: getpid(), treeTag: RuntimeRegistry.treeTag(treeID)))
+                                        pid: getpid(), treeTag: RuntimeRegistry.treeTag(treeID),
+                                        startTime: RuntimeRegistry.processStat(getpid())?.startTime))
         } catch {
             log("control socket unavailable: \(error) (photovault lock/status will not reach this mount)")
         }
@@ -116,6 +126,7 @@ enum MountDaemon {
         bus?.stop()
         control?.stop()
         registry.unregister(mountpoint: canonicalMP)
+        treeLock.release()
         log("unmounted \(canonicalMP); keys zeroed")
         return code
     }

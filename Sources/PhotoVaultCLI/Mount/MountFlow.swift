@@ -58,7 +58,13 @@ enum MountFlow {
     static func prepareMountpoint(_ mp: String, isDefault: Bool) throws {
         var st = stat()
         if stat(mp, &st) != 0 {
-            guard errno == ENOENT, isDefault else { throw CLIError.mountpointNotEmptyDirectory(mp) }
+            let err = errno
+            // A FUSE mount whose daemon died (SIGKILL, crash) stays until it is unmounted, and
+            // every access to it fails with ENOTCONN.
+            if err == ENOTCONN, let dead = MountInfoEntry.at(mp) {
+                throw CLIError.deadMount(dead.mountpoint, fsType: dead.fsType)
+            }
+            guard err == ENOENT, isDefault else { throw CLIError.mountpointNotEmptyDirectory(mp) }
             guard mkdir(mp, 0o700) == 0 else { throw StoreError.posix("mkdir \(mp)") }
             return
         }

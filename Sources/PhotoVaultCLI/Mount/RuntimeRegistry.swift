@@ -4,8 +4,8 @@ import PhotoVaultStore
 
 /// Where live mounts of this OS user are registered: `$XDG_RUNTIME_DIR/photovault/`, else
 /// `/tmp/photovault-<uid>/` (mode 0700). Per mount: `<id>.sock` (control socket) and
-/// `<id>.mount` (mountpoint, store, pid, tree tag), where `<id>` is a hash of the
-/// mountpoint's real path. No user name, password or key is ever written here.
+/// `<id>.mount` (mountpoint, store, pid, tree tag, the daemon's start time), where `<id>` is
+/// a hash of the mountpoint's real path. No user name, password or key is ever written here.
 public struct RuntimeRegistry {
     public let directory: String
 
@@ -23,6 +23,9 @@ public struct RuntimeRegistry {
         public var pid: pid_t
         /// Hash of the account's tree ID: tells whether two mounts show the same account.
         public var treeTag: String
+        /// The daemon's start time (/proc/<pid>/stat field 22): tells it from a later process
+        /// that got the same pid. nil in entries written before it was recorded.
+        public var startTime: String? = nil
     }
 
     public func ensureDirectory() throws {
@@ -34,10 +37,20 @@ public struct RuntimeRegistry {
         _ = chmod(directory, 0o700)
     }
 
+    /// The real path; for a path that cannot be resolved itself (a dead FUSE mount answers
+    /// ENOTCONN), its resolved parent followed by its last component.
     public static func canonical(_ path: String) -> String {
-        guard let r = realpath(path, nil) else { return path }
+        if let r = realpath(path, nil) {
+            defer { free(r) }
+            return String(cString: r)
+        }
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        let last = StorePath.basename(String(trimmed))
+        guard !last.isEmpty, last != ".", last != "..", last != "/",
+              let r = realpath(StorePath.dirname(String(trimmed)), nil) else { return path }
         defer { free(r) }
-        return String(cString: r)
+        return StorePath.join(String(cString: r), last)
     }
 
     public static func id(forMountpoint mp: String) -> String {
@@ -58,7 +71,7 @@ public struct RuntimeRegistry {
 
     public func register(_ e: Entry) throws {
         try ensureDirectory()
-        let text = [e.mountpoint, e.store, String(e.pid), e.treeTag].joined(separator: "\n") + "\n"
+        let text = [e.mountpoint, e.store, String(e.pid), e.treeTag, e.startTime ?? ""].joined(separator: "\n") + "\n"
         try AtomicFile.write(Array(text.utf8), to: entryPath(forMountpoint: e.mountpoint), mode: 0o600)
     }
 
@@ -76,14 +89,35 @@ public struct RuntimeRegistry {
             guard let bytes = try? FileIO.readFile(p, limit: 65536) else { continue }
             let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             guard lines.count >= 4, let pid = pid_t(lines[2]) else { continue }
-            if kill(pid, 0) != 0 && errno == ESRCH {
+            let start = lines.count > 4 && !lines[4].isEmpty ? lines[4] : nil
+            guard RuntimeRegistry.isRunning(pid, startTime: start) else {
                 unlink(p)
                 unlink(String(p.dropLast(".mount".count)) + ".sock")
                 continue
             }
-            out.append(Entry(mountpoint: lines[0], store: lines[1], pid: pid, treeTag: lines[3]))
+            out.append(Entry(mountpoint: lines[0], store: lines[1], pid: pid, treeTag: lines[3], startTime: start))
         }
         return out.sorted { $0.mountpoint < $1.mountpoint }
+    }
+
+    /// Whether the daemon that wrote an entry still runs. `kill(pid, 0)` alone is not enough:
+    /// it also succeeds on a SIGKILLed daemon its new parent has not reaped yet (a zombie,
+    /// which can last seconds) and on another process that got the pid later.
+    static func isRunning(_ pid: pid_t, startTime: String?) -> Bool {
+        guard let st = processStat(pid) else { return false }
+        guard st.state != "Z" && st.state != "X" else { return false }
+        return startTime == nil || startTime == st.startTime
+    }
+
+    /// State letter and start time (field 3 and 22 of /proc/<pid>/stat); nil if no such process.
+    static func processStat(_ pid: pid_t) -> (state: Character, startTime: String)? {
+        guard pid > 0, let bytes = try? FileIO.readFile("/proc/\(pid)/stat", limit: 4096) else { return nil }
+        let text = String(decoding: bytes, as: UTF8.self)
+        // The command name (field 2) is in parentheses and may itself hold spaces or ')'.
+        guard let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 19, let state = fields[0].first else { return nil }
+        return (state, String(fields[19]))
     }
 
     public func entry(forMountpoint mp: String) -> Entry? {
@@ -92,16 +126,38 @@ public struct RuntimeRegistry {
     }
 }
 
-/// Whether `path` is a mountpoint right now (from /proc/self/mountinfo).
-public func isMountpoint(_ path: String) -> Bool {
-    let c = RuntimeRegistry.canonical(path)
-    guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
-    for line in text.split(separator: "\n") {
-        let f = line.split(separator: " ")
-        if f.count > 4 && unescapeMountinfo(String(f[4])) == c { return true }
+/// One line of /proc/self/mountinfo:
+/// `id parent major:minor root mountpoint options [optional...] - fstype source super`.
+struct MountInfoEntry {
+    /// What PhotoVault mounts show as their type (`mount`, `df -T`).
+    static let photoVaultType = "fuse.photovault"
+    var mountpoint: String
+    /// `major:minor`, as st_dev shows it.
+    var device: String
+    var fsType: String
+
+    /// Every mount of this mount namespace, in mount order (a later one covers an earlier one
+    /// at the same place).
+    static func all() -> [MountInfoEntry] {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let halves = line.components(separatedBy: " - ")
+            guard halves.count >= 2 else { return nil }
+            let f = halves[0].split(separator: " ")
+            guard f.count >= 5, let type = halves[1].split(separator: " ").first else { return nil }
+            return MountInfoEntry(mountpoint: unescapeMountinfo(String(f[4])), device: String(f[2]), fsType: String(type))
+        }
     }
-    return false
+
+    /// The topmost mount at `path` (canonicalised), if any.
+    static func at(_ path: String) -> MountInfoEntry? {
+        let c = RuntimeRegistry.canonical(path)
+        return all().last { $0.mountpoint == c }
+    }
 }
+
+/// Whether `path` is a mountpoint right now (from /proc/self/mountinfo).
+public func isMountpoint(_ path: String) -> Bool { MountInfoEntry.at(path) != nil }
 
 func unescapeMountinfo(_ s: String) -> String {
     guard s.contains("\\") else { return s }

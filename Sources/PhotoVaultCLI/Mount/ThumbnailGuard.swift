@@ -228,21 +228,11 @@ public final class ThumbnailGuard: @unchecked Sendable {
 
     /// The device number (st_dev) of the photovault FUSE mount at `path`, if one is mounted there.
     static func liveMountDevice(_ path: String) -> UInt64? {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
-        var found: UInt64? = nil
-        for line in text.split(separator: "\n") {
-            // id parent major:minor root mountpoint options [optional...] - fstype source super
-            let halves = line.components(separatedBy: " - ")
-            guard halves.count >= 2 else { continue }
-            let f = halves[0].split(separator: " ")
-            let tail = halves[1].split(separator: " ")
-            guard f.count >= 5, let type = tail.first, type == "fuse.photovault" else { continue }
-            guard unescapeMountinfo(String(f[4])) == path else { continue }
-            let mm = f[2].split(separator: ":")
-            guard mm.count == 2, let major = UInt64(mm[0]), let minor = UInt64(mm[1]) else { continue }
-            found = makedev(major: major, minor: minor)   // the last (topmost) mount wins
-        }
-        return found
+        // The last (topmost) mount wins.
+        let last = MountInfoEntry.all().last { $0.fsType == MountInfoEntry.photoVaultType && $0.mountpoint == path }
+        let mm = last?.device.split(separator: ":") ?? []
+        guard mm.count == 2, let major = UInt64(mm[0]), let minor = UInt64(mm[1]) else { return nil }
+        return makedev(major: major, minor: minor)
     }
 
     /// glibc's makedev encoding (what stat's st_dev holds).

@@ -1,0 +1,300 @@
+import Foundation
+import XCTest
+
+/// `photovault import`, `export`, `fsck` and `class` run as commands (the built binary, a
+/// passfile, real files), without a mount and next to a live one. The store-level
+/// behaviour is in PhotoVaultStoreTests (Offline*Tests); these check what a user sees:
+/// exit codes, the lines printed, and the files that come out.
+final class OfflineCommandTests: XCTestCase {
+    /// Runs `photovault ARGS --store S --user alice --passfile P`.
+    static func pv(_ sb: Sandbox, _ args: [String]) -> Harness.Result {
+        sb.pv(args + ["--store", sb.store, "--user", "alice", "--passfile", sb.passfile])
+    }
+
+    /// The same command line for a bash script (for redirections).
+    static func pvLine(_ sb: Sandbox, _ args: [String]) -> String {
+        ([Harness.binary] + args + ["--store", sb.store, "--user", "alice", "--passfile", sb.passfile])
+            .map(Sandbox.quote).joined(separator: " ")
+    }
+
+    /// About 430 KB in files, with a subdirectory, distinct modes and nanosecond mtimes.
+    static func makeTree(_ sb: Sandbox, at dir: String) {
+        sb.ok("""
+        set -e
+        cd \(Sandbox.quote(dir))
+        mkdir -p 2024/raw empty-dir
+        head -c 250000 /dev/urandom > 2024/big.bin
+        head -c 120000 /dev/urandom > 2024/raw/IMG_0001.CR2
+        head -c 60000 /dev/urandom > photo.jpg; chmod 0444 photo.jpg
+        printf 'private notes\\n' > notes.txt; chmod 0600 notes.txt
+        printf '#!/bin/sh\\necho hi\\n' > run.sh; chmod 0755 run.sh
+        : > empty
+        chmod 0750 2024/raw; chmod 0700 empty-dir
+        touch -d '2015-05-06 07:08:09.123456789' 2024/big.bin notes.txt
+        touch -d '1999-12-31 23:59:59.000000001' photo.jpg 2024/raw/IMG_0001.CR2
+        touch -d '2016-01-01 00:00:00.25' 2024/raw 2024 empty-dir .
+        """)
+    }
+
+    /// A fresh store whose account holds the `makeTree` tree imported as `vaultDir`/src;
+    /// returns the sandbox and the local tree.
+    static func importedTree(_ name: String, at vaultDir: String) -> (Sandbox, String) {
+        let sb = Sandbox(name)
+        sb.initStore()
+        let src = sb.plainDir("src")
+        makeTree(sb, at: src)
+        let r = pv(sb, ["import", src, vaultDir])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        return (sb, src)
+    }
+
+    /// `path mode size mtime(ns)` of every entry below `dir` (directories without a size), sorted.
+    static func listing(_ sb: Sandbox, _ dir: String) -> String {
+        sb.ok("cd \(Sandbox.quote(dir)) && find . -mindepth 1 \\( -type d -printf '%P %M - %T@\\n' \\) "
+              + "-o -printf '%P %M %s %T@\\n' | LC_ALL=C sort")
+    }
+
+    static func checksums(_ sb: Sandbox, _ dir: String) -> String { MountXattrCopyTests.checksums(sb, dir) }
+
+    func testImportThenExportKeepsBytesModesAndTimes() {
+        let sb = Sandbox("pv-offline-rt")
+        sb.initStore()
+        let src = sb.plainDir("src"), out = sb.plainDir("out")
+        Self.makeTree(sb, at: src)
+
+        let imp = Self.pv(sb, ["import", src, "/albums"])
+        XCTAssertEqual(imp.status, 0, imp.stderr)
+        XCTAssertTrue(imp.stderr.hasPrefix("imported 6 files, 4 directories, 0 symlinks, "), imp.stderr)
+        let exp = Self.pv(sb, ["export", "/albums/src", out])
+        XCTAssertEqual(exp.status, 0, exp.stderr)
+        XCTAssertTrue(exp.stderr.hasPrefix("exported 6 files, 4 directories, 0 symlinks, "), exp.stderr)
+
+        let expected = Self.listing(sb, src)
+        XCTAssertTrue(expected.contains("notes.txt -rw------- 14 1430896089.1234567890"), expected)
+        XCTAssertTrue(expected.contains("2024/raw drwxr-x--- - 1451606400.2500000000"), expected)
+        XCTAssertEqual(Self.listing(sb, out + "/src"), expected)
+        let sums = Self.checksums(sb, src)
+        XCTAssertEqual(sums.split(separator: "\n").count, 6, sums)
+        XCTAssertEqual(Self.checksums(sb, out + "/src"), sums)
+        sb.assertNoPlaintext(["private notes", "IMG_0001", "big.bin", "albums"])
+    }
+
+    func testForceIsNeededToOverwrite() {
+        let (sb, src) = Self.importedTree("pv-offline-force", at: "/a")
+        let out = sb.plainDir("out")
+        sb.ok("chmod u+w \(Sandbox.quote(src))/notes.txt && printf 'changed notes\\n' > \(Sandbox.quote(src))/notes.txt")
+
+        // Without --force the vault keeps what it has: exit 20 and one line naming the file.
+        let refused = Self.pv(sb, ["import", src, "/a"])
+        XCTAssertEqual(refused.status, 20, refused.stderr)
+        XCTAssertEqual(refused.stderr.split(separator: "\n").count, 1, refused.stderr)
+        XCTAssertTrue(refused.stderr.hasPrefix("photovault: already exists: /a/src/"), refused.stderr)
+        XCTAssertTrue(refused.stderr.hasSuffix(" (use --force to overwrite)\n"), refused.stderr)
+        XCTAssertEqual(Self.pv(sb, ["export", "/a/src/notes.txt", out]).status, 0)
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(out))/notes.txt"), "private notes\n")
+
+        // Export refuses to replace the local file the same way.
+        let kept = Self.pv(sb, ["export", "/a/src/notes.txt", out])
+        XCTAssertEqual(kept.status, 20, kept.stderr)
+        XCTAssertEqual(kept.stderr, "photovault: already exists: \(out)/notes.txt (use --force to overwrite)\n")
+
+        // With --force both replace.
+        let forced = Self.pv(sb, ["import", "--force", src, "/a"])
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        let replaced = Self.pv(sb, ["export", "--force", "/a/src/notes.txt", out])
+        XCTAssertEqual(replaced.status, 0, replaced.stderr)
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(out))/notes.txt"), "changed notes\n")
+        XCTAssertEqual(Self.pv(sb, ["export", "/a/src", sb.root + "/check"]).status, 0)
+        XCTAssertEqual(Self.checksums(sb, sb.root + "/check/src"), Self.checksums(sb, src))
+    }
+
+    func testStandardInputAndOutputStreams() {
+        let sb = Sandbox("pv-offline-stream")
+        sb.initStore()
+        let input = sb.root + "/in.bin", output = sb.root + "/out.bin"
+        sb.ok("head -c 333333 /dev/urandom > \(Sandbox.quote(input))")
+
+        // One file from stdin, its parent directories created.
+        let imp = sb.run(Self.pvLine(sb, ["import", "-", "/streams/deep/in.bin"]) + " < \(Sandbox.quote(input))")
+        XCTAssertEqual(imp.status, 0, imp.stderr)
+        XCTAssertEqual(imp.stdout, "")
+        XCTAssertTrue(imp.stderr.hasPrefix("imported 1 files, "), imp.stderr)
+        // stdout carries the file's bytes and nothing else.
+        let exp = sb.run(Self.pvLine(sb, ["export", "/streams/deep/in.bin", "-"]) + " > \(Sandbox.quote(output))")
+        XCTAssertEqual(exp.status, 0, exp.stderr)
+        sb.ok("cmp \(Sandbox.quote(input)) \(Sandbox.quote(output))")
+        XCTAssertEqual(sb.ok("sha256sum < \(Sandbox.quote(output))"), sb.ok("sha256sum < \(Sandbox.quote(input))"))
+
+        // Existing file: stdin too needs --force.
+        let again = sb.run("echo other | " + Self.pvLine(sb, ["import", "-", "/streams/deep/in.bin"]))
+        XCTAssertEqual(again.status, 20, again.stderr)
+        XCTAssertEqual(again.stderr, "photovault: already exists: /streams/deep/in.bin (use --force to overwrite)\n")
+        let forced = sb.run("echo other | " + Self.pvLine(sb, ["import", "--force", "-", "/streams/deep/in.bin"]))
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        XCTAssertEqual(sb.ok(Self.pvLine(sb, ["export", "/streams/deep/in.bin", "-"])), "other\n")
+        // Only a file can go to stdout, and stdin cannot carry both the password and the file.
+        let dir = Self.pv(sb, ["export", "/streams", "-"])
+        XCTAssertEqual(dir.status, 2)
+        XCTAssertEqual(dir.stdout, "")
+        XCTAssertEqual(dir.stderr, "photovault: /streams is not a regular file; only a file can be written to standard output\n")
+        let both = sb.pv(["import", "-", "/x", "--store", sb.store, "--user", "alice", "--password-stdin"], stdin: Sandbox.password)
+        XCTAssertEqual(both.status, 2, both.stderr)
+        sb.assertNoPlaintext(["streams", "in.bin", "other"])
+    }
+
+    func testFsckIsCleanThenNamesTheDamagedFile() throws {
+        let (sb, _) = Self.importedTree("pv-offline-fsck", at: "/f")
+
+        let clean = Self.pv(sb, ["fsck"])
+        XCTAssertEqual(clean.status, 0, clean.stdout + clean.stderr)
+        XCTAssertEqual(clean.stderr, "")
+        // Directories: the root, /f, src, 2024, raw, empty-dir; chunks: 4 KiB each, per file.
+        XCTAssertTrue(clean.stdout.hasPrefix("checked 6 files, 6 directories, 0 symlinks, 109 chunks"), clean.stdout)
+        XCTAssertTrue(clean.stdout.hasSuffix(": 0 problems\n"), clean.stdout)
+
+        // big.bin (250,000 bytes) has the largest ciphertext in the store: flip one byte of
+        // its third 4 KiB chunk.
+        let cipher = try XCTUnwrap(ClassAttributeTests.cipherFile(sb.store, plaintextSize: 250_000))
+        let h = try XCTUnwrap(FileHandle(forUpdatingAtPath: cipher))
+        try h.seek(toOffset: 128 + 2 * 4096 + 100)
+        let byte = try XCTUnwrap(h.readData(ofLength: 1).first)
+        try h.seek(toOffset: 128 + 2 * 4096 + 100)
+        h.write(Data([byte ^ 0x01]))
+        try h.close()
+
+        let damaged = Self.pv(sb, ["fsck"])
+        XCTAssertEqual(damaged.status, 21, damaged.stdout + damaged.stderr)
+        XCTAssertEqual(damaged.stderr, "photovault: fsck found 1 problem\n")
+        let lines = damaged.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 2, damaged.stdout)
+        XCTAssertTrue(lines.first?.hasPrefix("/f/src/2024/big.bin: chunkDamaged: ") == true, damaged.stdout)
+        XCTAssertTrue(lines.last?.hasSuffix(": 1 problem") == true, damaged.stdout)
+        // The damaged file does not export, the others still do.
+        let exp = Self.pv(sb, ["export", "/f/src/2024/big.bin", sb.plainDir("out")])
+        XCTAssertEqual(exp.status, 22, exp.stderr)
+        XCTAssertTrue(exp.stderr.contains("/f/src/2024/big.bin"), exp.stderr)
+        XCTAssertEqual(Self.pv(sb, ["export", "/f/src/notes.txt", sb.root + "/out"]).status, 0)
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(sb.root))/out/notes.txt"), "private notes\n")
+    }
+
+    func testClassSetGetAndList() {
+        let (sb, src) = Self.importedTree("pv-offline-class", at: "/c")
+
+        let set = Self.pv(sb, ["class", "set", "/c/src/photo.jpg", "none"])
+        XCTAssertEqual(set.status, 0, set.stderr)
+        XCTAssertEqual(set.stdout, "/c/src/photo.jpg: none\n")
+        XCTAssertEqual(Self.pv(sb, ["class", "get", "/c/src/photo.jpg"]).stdout, "none\n")
+        XCTAssertEqual(Self.pv(sb, ["class", "get", "/c/src/notes.txt"]).stdout, "complete\n")
+        // A directory's class is the default for files created in it later.
+        XCTAssertEqual(Self.pv(sb, ["class", "set", "/c/src/2024", "until-first-auth"]).stdout,
+                       "/c/src/2024: until-first-auth\n")
+        XCTAssertEqual(Self.pv(sb, ["class", "get", "/c/src/2024"]).stdout, "until-first-auth\n")
+        XCTAssertEqual(Self.pv(sb, ["class", "get", "/c/src/2024/big.bin"]).stdout, "complete\n")
+        let newFile = sb.run("echo new | " + Self.pvLine(sb, ["import", "-", "/c/src/2024/new.txt"]))
+        XCTAssertEqual(newFile.status, 0, newFile.stderr)
+        XCTAssertEqual(Self.pv(sb, ["class", "get", "/c/src/2024/new.txt"]).stdout, "until-first-auth\n")
+
+        let list = Self.pv(sb, ["class", "list", "/c/src"])
+        XCTAssertEqual(list.status, 0, list.stderr)
+        XCTAssertEqual(list.stdout, """
+        until-first-auth\t/c/src/2024
+        complete\t/c/src/empty
+        complete\t/c/src/empty-dir
+        complete\t/c/src/notes.txt
+        none\t/c/src/photo.jpg
+        complete\t/c/src/run.sh
+
+        """)
+        // The contents did not change with the class.
+        let out = sb.plainDir("out")
+        XCTAssertEqual(Self.pv(sb, ["export", "/c/src/photo.jpg", out]).status, 0)
+        sb.ok("cmp \(Sandbox.quote(src))/photo.jpg \(Sandbox.quote(out))/photo.jpg")
+
+        let bad = Self.pv(sb, ["class", "set", "/c/src/photo.jpg", "secret"])
+        XCTAssertEqual(bad.status, 2)
+        XCTAssertEqual(bad.stderr.split(separator: "\n").count, 1, bad.stderr)
+        let missing = Self.pv(sb, ["class", "get", "/c/nope"])
+        XCTAssertEqual(missing.status, 24)
+        XCTAssertEqual(missing.stderr, "photovault: not found: /c/nope\n")
+    }
+
+    func testImportNextToALiveMountGoesThroughItAndLosesNothing() {
+        let sb = Sandbox("pv-offline-live")
+        sb.initStore()
+        let src = sb.plainDir("src")
+        Self.makeTree(sb, at: src)
+        let mp = sb.mount()
+        sb.ok("mkdir \(Sandbox.quote(mp))/live && printf 'written through the mount\\n' > \(Sandbox.quote(mp))/live/mounted.txt")
+
+        let imp = Self.pv(sb, ["import", src, "/live"])
+        XCTAssertEqual(imp.status, 0, imp.stderr)
+        XCTAssertEqual(imp.stderr, "imported through the live mount at \(mp)\n")
+        // The files appear in the mount at once, next to the file written there.
+        XCTAssertEqual(Self.checksums(sb, mp + "/live/src"), Self.checksums(sb, src))
+        XCTAssertEqual(Self.listing(sb, mp + "/live/src"), Self.listing(sb, src))
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(mp))/live/mounted.txt"), "written through the mount\n")
+        XCTAssertEqual(sb.ok("ls \(Sandbox.quote(mp))/live"), "mounted.txt\nsrc\n")
+
+        // After unmounting, everything is in the store, intact.
+        sb.unmount(mp)
+        let fsck = Self.pv(sb, ["fsck"])
+        XCTAssertEqual(fsck.status, 0, fsck.stdout + fsck.stderr)
+        XCTAssertTrue(fsck.stdout.hasPrefix("checked 7 files, "), fsck.stdout)
+        let out = sb.plainDir("out")
+        XCTAssertEqual(Self.pv(sb, ["export", "/live", out]).status, 0)
+        XCTAssertEqual(Self.checksums(sb, out + "/live/src"), Self.checksums(sb, src))
+        XCTAssertEqual(Self.listing(sb, out + "/live/src"), Self.listing(sb, src))
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(out))/live/mounted.txt"), "written through the mount\n")
+    }
+
+    /// The mount daemon holds a shared flock on the tree root (docs/OFFLINE.md): offline
+    /// writers that do not go through the mount fail with 'store busy' (11) and change
+    /// nothing, offline readers still run, and a mount waits for an offline writer.
+    func testALiveMountKeepsOfflineWritersOutButNotReaders() throws {
+        let (sb, src) = Self.importedTree("pv-offline-lock", at: "/v")
+        let trees = try FileManager.default.contentsOfDirectory(atPath: sb.store + "/users")
+        XCTAssertEqual(trees.count, 1, "\(trees)")
+        let tree = Sandbox.quote(sb.store + "/users/" + (trees.first ?? ""))
+        let busy = "photovault: the store is locked by another photovault command; try again\n"
+
+        let mp = sb.mount()
+        XCTAssertEqual(sb.run("flock -n -x \(tree) true").status, 1, "the daemon holds no lock on the tree")
+        sb.ok("flock -n -s \(tree) true")
+        // Writers the CLI cannot route through the mount.
+        let fromStdin = sb.run("echo x | " + Self.pvLine(sb, ["import", "-", "/v/new.txt"]))
+        XCTAssertEqual(fromStdin.status, 11, fromStdin.stderr)
+        XCTAssertEqual(fromStdin.stderr, busy)
+        let withClass = Self.pv(sb, ["import", "--class", "none", src, "/v2"])
+        XCTAssertEqual(withClass.status, 11, withClass.stderr)
+        XCTAssertEqual(withClass.stderr, busy)
+        let classSet = Self.pv(sb, ["class", "set", "/v/src/notes.txt", "none"])
+        XCTAssertEqual(classSet.status, 11, classSet.stderr)
+        XCTAssertEqual(classSet.stderr, busy)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/v/new.txt"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/v2"))
+        XCTAssertEqual(sb.ok("getfattr --only-values -n user.photovault.class \(Sandbox.quote(mp))/v/src/notes.txt"), "complete")
+        // Readers run beside the mount.
+        XCTAssertEqual(sb.ok(Self.pvLine(sb, ["export", "/v/src/notes.txt", "-"])), "private notes\n")
+        XCTAssertEqual(Self.pv(sb, ["fsck"]).status, 0)
+
+        // Unmounting releases the lock.
+        sb.unmount(mp)
+        sb.ok("flock -n -x \(tree) true")
+        let after = sb.run("echo x | " + Self.pvLine(sb, ["import", "-", "/v/new.txt"]))
+        XCTAssertEqual(after.status, 0, after.stderr)
+
+        // A mount started while an offline writer holds the tree gives up after 2 s.
+        // In its own process group, so that flock and its sleep end together.
+        let holder = sb.ok("setsid flock -x \(tree) sleep 30 </dev/null >/dev/null 2>&1 & echo $!")
+        let holderPid = try XCTUnwrap(pid_t(holder.trimmingCharacters(in: .whitespacesAndNewlines)))
+        defer { kill(-holderPid, SIGTERM) }
+        XCTAssertTrue(Harness.waitUntil(5) { getpgid(holderPid) == holderPid })
+        XCTAssertTrue(Harness.waitUntil(5) { sb.run("flock -n -s \(tree) true").status != 0 })
+        let late = sb.root + "/mnt-late"
+        try FileManager.default.createDirectory(atPath: late, withIntermediateDirectories: true)
+        let refused = sb.pv(["mount", late, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+        XCTAssertEqual(refused.status, 11, refused.stderr)
+        XCTAssertEqual(refused.stderr, busy)
+        XCTAssertFalse(Harness.isMounted(late))
+    }
+}
