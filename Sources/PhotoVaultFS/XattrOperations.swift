@@ -60,7 +60,17 @@ extension VaultFileSystem {
         } else {
             let c = try acquireContent(node, writes: true)
             defer { releaseContent(node, c, writes: true) }
-            try c.rw.withWriteLock { try backend.setProtectionClass(cls, of: c.file) }
+            // A class change is not a content change: the header rewrite would move the
+            // ciphertext's mtime, which is the file's mtime. Put atime and mtime back, as
+            // the offline `class set` does (an import that sets the class after copying
+            // would otherwise lose the times it preserved).
+            let proc = Syscall.procPath(node.fd)
+            try c.rw.withWriteLock {
+                var before = stat()
+                let known = stat(proc, &before) == 0
+                try backend.setProtectionClass(cls, of: c.file)
+                if known { _ = utimensat(AT_FDCWD, proc, [before.st_atim, before.st_mtim], 0) }
+            }
             c.protectionClassChanged(to: cls)
         }
         return true

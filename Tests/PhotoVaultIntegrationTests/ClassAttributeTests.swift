@@ -98,6 +98,7 @@ final class ClassAttributeTests: XCTestCase {
         var st = stat()
         XCTAssertEqual(stat(path, &st), 0)
         let inode = st.st_ino
+        let mtime = st.st_mtim
 
         let numbers = ["none": 4, "until-first-auth": 3, "complete-unless-open": 2, "complete": 1]
         for cls in ["none", "complete-unless-open", "until-first-auth", "complete"] {
@@ -110,6 +111,8 @@ final class ClassAttributeTests: XCTestCase {
             XCTAssertNotEqual(Array(after[24..<128]), Array(before[24..<128]), "\(cls): key slot not rewrapped")
             XCTAssertEqual(stat(path, &st), 0)
             XCTAssertEqual(st.st_ino, inode, "the header is rewritten in place")
+            // A class change is not a content change: the mtime (carried by the ciphertext) stays.
+            XCTAssertEqual([st.st_mtim.tv_sec, st.st_mtim.tv_nsec], [mtime.tv_sec, mtime.tv_nsec], cls)
             before = after
             XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: mp + "/big.jpg")), Data(plain))
         }
