@@ -219,7 +219,8 @@ extension CommandSpec {
         CommandSpec(
             ["class", "set"], summary: "Set a file's protection class",
             discussion: "Sets the protection class of PATH, a path on a live mount or a path inside the "
-                + "vault (then the password is needed). " + classExplanation,
+                + "vault (then the password is needed; while that vault is mounted, the change goes "
+                + "through the mount). " + classExplanation,
             arguments: [
                 ArgumentSpec("PATH", help: "A file on a mounted vault, or a path inside the vault."),
                 ArgumentSpec("CLASS", help: "complete, complete-unless-open, until-first-auth or none.",
@@ -252,6 +253,7 @@ extension CommandSpec {
             discussion: "Encrypts each SOURCE (a file or a directory, copied recursively) into "
                 + "DEST_DIR_IN_VAULT. A SOURCE of - reads a single file from standard input (it cannot "
                 + "be combined with --password-stdin). Existing files are kept unless --force is given. "
+                + "While the same account's vault is mounted, the files go through the mount. "
                 + passwordNote,
             arguments: [
                 ArgumentSpec("SOURCE", help: "Files or directories to import; - for standard input.", variadic: true),

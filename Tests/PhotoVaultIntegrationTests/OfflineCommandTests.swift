@@ -36,6 +36,16 @@ final class OfflineCommandTests: XCTestCase {
         """)
     }
 
+    /// A fresh store with an empty account and the `makeTree` tree in a local `src`;
+    /// returns the sandbox and `src`.
+    static func sandboxWithTree(_ name: String) -> (Sandbox, String) {
+        let sb = Sandbox(name)
+        sb.initStore()
+        let src = sb.plainDir("src")
+        makeTree(sb, at: src)
+        return (sb, src)
+    }
+
     /// A fresh store whose account holds the `makeTree` tree imported as `vaultDir`/src;
     /// returns the sandbox and the local tree.
     static func importedTree(_ name: String, at vaultDir: String) -> (Sandbox, String) {
@@ -219,10 +229,7 @@ final class OfflineCommandTests: XCTestCase {
     }
 
     func testImportNextToALiveMountGoesThroughItAndLosesNothing() {
-        let sb = Sandbox("pv-offline-live")
-        sb.initStore()
-        let src = sb.plainDir("src")
-        Self.makeTree(sb, at: src)
+        let (sb, src) = Self.sandboxWithTree("pv-offline-live")
         let mp = sb.mount()
         sb.ok("mkdir \(Sandbox.quote(mp))/live && printf 'written through the mount\\n' > \(Sandbox.quote(mp))/live/mounted.txt")
 
@@ -260,14 +267,16 @@ final class OfflineCommandTests: XCTestCase {
         let mp = sb.mount()
         XCTAssertEqual(sb.run("flock -n -x \(tree) true").status, 1, "the daemon holds no lock on the tree")
         sb.ok("flock -n -s \(tree) true")
-        // Writers the CLI cannot route through the mount.
-        let fromStdin = sb.run("echo x | " + Self.pvLine(sb, ["import", "-", "/v/new.txt"]))
+        // Writers that do not see the mount in their runtime directory (another session's
+        // XDG_RUNTIME_DIR) cannot route through it: the daemon's lock keeps them out.
+        let elsewhere = "XDG_RUNTIME_DIR=\(Sandbox.quote(sb.plainDir("other-runtime"))) "
+        let fromStdin = sb.run("echo x | " + elsewhere + Self.pvLine(sb, ["import", "-", "/v/new.txt"]))
         XCTAssertEqual(fromStdin.status, 11, fromStdin.stderr)
         XCTAssertEqual(fromStdin.stderr, busy)
-        let withClass = Self.pv(sb, ["import", "--class", "none", src, "/v2"])
+        let withClass = sb.run(elsewhere + Self.pvLine(sb, ["import", "--class", "none", src, "/v2"]))
         XCTAssertEqual(withClass.status, 11, withClass.stderr)
         XCTAssertEqual(withClass.stderr, busy)
-        let classSet = Self.pv(sb, ["class", "set", "/v/src/notes.txt", "none"])
+        let classSet = sb.run(elsewhere + Self.pvLine(sb, ["class", "set", "/v/src/notes.txt", "none"]))
         XCTAssertEqual(classSet.status, 11, classSet.stderr)
         XCTAssertEqual(classSet.stderr, busy)
         XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/v/new.txt"))

@@ -5,9 +5,10 @@ import CLinux
 
 /// `photovault class set/get/list`. A path on a live mount goes through the xattr
 /// `user.photovault.class` (the daemon rewraps the key); any other path is a path inside
-/// the vault, changed offline with the password.
+/// the vault (the password is needed): `set` goes through the mount too while that vault
+/// is mounted, and is offline otherwise.
 enum ClassCommands {
-    static let xattr = "user.photovault.class"
+    static let xattr = MountRoute.classAttribute
 
     static func set(_ args: ParsedArguments) throws -> Int32 {
         guard let path = args.argument("PATH"), let name = args.argument("CLASS") else { throw args.usageError("PATH and CLASS are required") }
@@ -15,10 +16,16 @@ enum ClassCommands {
             throw args.usageError("CLASS must be complete, complete-unless-open, until-first-auth or none")
         }
         if OfflineAccess.isOnLiveMount(path) {
-            let r = setxattr(path, xattr, cls.name, cls.name.utf8.count, 0)
-            guard r == 0 else { throw StoreError.posix("set the class of \(path)") }
+            try MountRoute.setClass(Array(path.utf8CString), cls, display: path)
         } else {
-            try ClassTool(tree: OfflineAccess.openTree(args)).set(path, to: cls)
+            let (tree, mount) = try OfflineAccess.open(args)
+            if let mp = mount {
+                // A vault path while that vault is mounted: through the mount, the only writer.
+                let vp = try VaultPath(path)
+                try MountRoute.setClass(Array(MountRoute.path(mp, vp).utf8CString), cls, display: vp.description)
+            } else {
+                try ClassTool(tree: tree).set(path, to: cls)
+            }
         }
         print("\(path): \(cls.name)")
         return 0

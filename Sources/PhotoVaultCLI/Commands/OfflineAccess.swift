@@ -5,14 +5,20 @@ import PhotoVaultStore
 /// Opens a user's tree for the offline commands (import, export, fsck, class), and finds a
 /// live mount of the same vault so that changes go through the running daemon instead.
 enum OfflineAccess {
-    static func openTree(_ args: ParsedArguments) throws -> UserTree {
+    static func openTree(_ args: ParsedArguments) throws -> UserTree { try open(args).tree }
+
+    /// Opens the account; also returns the mountpoint of a live mount of the same account
+    /// by this OS user, if any (only known once the password gave the tree ID).
+    static func open(_ args: ParsedArguments) throws -> (tree: UserTree, mount: String?) {
         let layout = StoreLayout(root: args.storePath)
         let config = try layout.loadConfig()
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
         let opened = try AccountStore(layout: layout).open(user: try args.userName(), password: password)
         defer { opened.masterKey.wipe() }
-        return UserTree(root: opened.treePath, keyring: opened.keyring(), layout: config.layout)
+        let tag = RuntimeRegistry.treeTag(opened.treeID)
+        let mount = liveMounts(store: args.storePath).first { $0.treeTag == tag }?.mountpoint
+        return (UserTree(root: opened.treePath, keyring: opened.keyring(), layout: config.layout), mount)
     }
 
     /// The mountpoint of a live mount of this store by this OS user, if exactly one exists.

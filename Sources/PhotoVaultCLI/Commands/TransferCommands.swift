@@ -15,10 +15,16 @@ enum TransferCommands {
             guard let v = ProtectionClass(name: c) else { throw args.usageError("--class must be complete, complete-unless-open, until-first-auth or none") }
             cls = v
         }
-        let (tree, mount) = try treeAndMount(args)
+        let (tree, mount) = try OfflineAccess.open(args)
         let start = Date()
-        if let mp = mount, !all.contains("-"), cls == nil {
-            try copyThroughMount(all, to: StorePath.join(mp, String(dest.drop(while: { $0 == "/" }))), force: args.flag("force"))
+        if let mp = mount {
+            let vp = try VaultPath(dest)
+            if all == ["-"] {
+                _ = try MountRoute.stream(STDIN_FILENO, to: mp, dest: vp, class: cls, force: args.flag("force"))
+            } else {
+                guard !all.contains("-") else { throw StoreError.invalidArgument("'-' (standard input) must be the only source") }
+                try MountRoute.copy(all, to: mp, dest: vp, class: cls, force: args.flag("force"))
+            }
             FileHandle.standardError.write(Data("imported through the live mount at \(mp)\n".utf8))
             return 0
         }
@@ -32,31 +38,12 @@ enum TransferCommands {
     static func exportFiles(_ args: ParsedArguments) throws -> Int32 {
         var all = args.positionals
         guard all.count >= 2, let dest = all.popLast() else { throw args.usageError("export needs PATH_IN_VAULT... DEST") }
-        let (tree, _) = try treeAndMount(args)
+        let tree = try OfflineAccess.openTree(args)
         let start = Date()
         let progress = Progress(verb: "exported", quiet: dest == "-")
         let summary = try Exporter(tree: tree).export(paths: all, to: dest, force: args.flag("force"), progress: progress.event)
         progress.finish(summary, seconds: Date().timeIntervalSince(start))
         return 0
-    }
-
-    /// Opens the account; returns the mountpoint of a live mount of the same account, if any.
-    private static func treeAndMount(_ args: ParsedArguments) throws -> (UserTree, String?) {
-        let layout = StoreLayout(root: args.storePath)
-        let config = try layout.loadConfig()
-        let password = try PasswordInput().password(args)
-        defer { password.wipe() }
-        let opened = try AccountStore(layout: layout).open(user: try args.userName(), password: password)
-        defer { opened.masterKey.wipe() }
-        let tag = RuntimeRegistry.treeTag(opened.treeID)
-        let mount = OfflineAccess.liveMounts(store: args.storePath).first { $0.treeTag == tag }?.mountpoint
-        return (UserTree(root: opened.treePath, keyring: opened.keyring(), layout: config.layout), mount)
-    }
-
-    private static func copyThroughMount(_ sources: [String], to dest: String, force: Bool) throws {
-        try FileManager.default.createDirectory(atPath: dest, withIntermediateDirectories: true)
-        let (status, out) = MountFlow.runTool(["cp", "-R", "--preserve=mode,timestamps", force ? "-f" : "-n"] + sources + [dest + "/"])
-        guard status == 0 else { throw CLIError.failed("copy through the mount failed: \(out.trimmedWhitespace())") }
     }
 
     /// A progress bar on a terminal (files, bytes, rate), one summary line otherwise.

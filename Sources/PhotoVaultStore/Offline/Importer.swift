@@ -70,7 +70,7 @@ public final class Importer {
 
     /// Local source path → (its directory, its own name). `dir/.`, `..` and `/` are resolved
     /// with realpath so that every source has a real name to land under.
-    static func split(_ source: String) throws -> (String, String) {
+    public static func split(_ source: String) throws -> (String, String) {
         var s = source
         while s.count > 1 && s.hasSuffix("/") { s.removeLast() }
         var name = StorePath.basename(s)

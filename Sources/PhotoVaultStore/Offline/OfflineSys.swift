@@ -4,19 +4,19 @@ import CLinux
 /// System calls the offline tools need beyond `FileIO`: directory listing by fd, metadata,
 /// timestamps and extended attributes. Everything works relative to open directory fds so
 /// that a concurrent rename of a path component cannot redirect a write (no path is
-/// resolved twice).
-enum OfflineSys {
+/// resolved twice). The CLI uses a few of them for the same work done through a mount.
+public enum OfflineSys {
     /// One directory entry as the kernel returns it (raw bytes: a foreign entry may not be
     /// valid UTF-8, and it must still be opened, moved or reported by its exact name).
-    struct Entry {
-        let raw: [UInt8]
+    public struct Entry {
+        public let raw: [UInt8]
         let type: UInt8
         var name: String { String(decoding: raw, as: UTF8.self) }
         var cName: [CChar] { raw.map { CChar(bitPattern: $0) } + [0] }
     }
 
     /// Lists a directory (without "." and ".."), sorted by name so walks are reproducible.
-    static func list(_ dirfd: Int32) throws -> [Entry] {
+    public static func list(_ dirfd: Int32) throws -> [Entry] {
         let dup = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dup >= 0 else { throw StoreError.posix("open directory") }
         guard let dir = fdopendir(dup) else { close(dup); throw StoreError.posix("fdopendir") }
@@ -38,7 +38,7 @@ enum OfflineSys {
     }
 
     /// `fstatat` without following a final symlink; nil when the entry does not exist.
-    static func lstat(_ dirfd: Int32, _ name: [CChar]) throws -> stat? {
+    public static func lstat(_ dirfd: Int32, _ name: [CChar]) throws -> stat? {
         var st = stat()
         if fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 { return st }
         if errno == ENOENT { return nil }
@@ -55,8 +55,8 @@ enum OfflineSys {
         return st
     }
 
-    static func isDirectory(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFDIR }
-    static func isRegular(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFREG }
+    public static func isDirectory(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFDIR }
+    public static func isRegular(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFREG }
     static func isSymlink(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFLNK }
 
     /// Sets atime and mtime of an open file (after its last write).
@@ -90,7 +90,7 @@ enum OfflineSys {
 
     /// Renames inside or across directories; `replace: false` fails with `.exists` if the
     /// target is taken (renameat2 RENAME_NOREPLACE, atomic).
-    static func rename(_ fromDir: Int32, _ from: [CChar], _ toDir: Int32, _ to: [CChar], replace: Bool, display: String) throws {
+    public static func rename(_ fromDir: Int32, _ from: [CChar], _ toDir: Int32, _ to: [CChar], replace: Bool, display: String) throws {
         let rc = replace ? renameat(fromDir, from, toDir, to)
                          : pv_renameat2(fromDir, from, toDir, to, UInt32(PV_RENAME_NOREPLACE))
         guard rc == 0 else {
@@ -101,7 +101,7 @@ enum OfflineSys {
 
     /// Copies up to `count` bytes from `fd` (at its current position, so pipes work);
     /// returns fewer only at end of input.
-    static func readStream(_ fd: Int32, _ buf: UnsafeMutableRawPointer, _ count: Int) throws -> Int {
+    public static func readStream(_ fd: Int32, _ buf: UnsafeMutableRawPointer, _ count: Int) throws -> Int {
         var done = 0
         while done < count {
             let n = Glibc.read(fd, buf + done, count - done)
@@ -115,7 +115,7 @@ enum OfflineSys {
         return done
     }
 
-    static func writeStream(_ fd: Int32, _ buf: UnsafeRawPointer, _ count: Int) throws {
+    public static func writeStream(_ fd: Int32, _ buf: UnsafeRawPointer, _ count: Int) throws {
         var done = 0
         while done < count {
             let n = Glibc.write(fd, buf + done, count - done)

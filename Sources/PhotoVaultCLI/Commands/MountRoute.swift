@@ -1,0 +1,46 @@
+import Foundation
+import PhotoVaultCrypto
+import PhotoVaultStore
+import CLinux
+
+/// Writes of `import` and `class set` sent through a live mount of the same account instead
+/// of the store (docs/OFFLINE.md): the daemon caches directory IDs and headers, so while it
+/// runs it must stay the only writer of the tree (it holds a lock that keeps offline writers
+/// out). Everything here works on plaintext paths under the mountpoint and keeps the offline
+/// semantics; the mount encrypts whatever is written, temp files included.
+enum MountRoute {
+    static let classAttribute = "user.photovault.class"
+    /// Temp file of `import -`. Any plaintext name is encrypted by the mount, so this one is
+    /// an ordinary (visible) entry, not a hidden `.pvtmp-` one; the random part keeps it from
+    /// clashing with a real file or another import.
+    static let tempPrefix = ".photovault-import-"
+
+    /// Where a vault path is on the mount. VaultPath refuses `.` and `..`, so the result
+    /// never leaves the mount.
+    static func path(_ mp: String, _ vp: VaultPath) -> String { vp.isRoot ? mp : mp + vp.description }
+
+    /// Creates the missing directories of `vp`, mode 0700 as the offline import does (the
+    /// mount gives each its parent's default class, as offline).
+    static func makeDirectories(_ mp: String, _ vp: VaultPath) throws {
+        var current = VaultPath.root
+        for name in vp.components {
+            current = current.appending(name)
+            if mkdir(path(mp, current), 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(current)") }
+        }
+    }
+
+    /// `class set` on a file or directory of the mount. Never follows a symlink (setxattr
+    /// would, possibly out of the vault): like offline, anything else is refused.
+    static func setClass(_ path: [CChar], _ cls: ProtectionClass, display: String) throws {
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            throw errno == ENOENT ? StoreError.notFound(display) : StoreError.posix("stat \(display)")
+        }
+        guard OfflineSys.isRegular(st) || OfflineSys.isDirectory(st) else {
+            throw StoreError.invalidArgument("\(display) is neither a file nor a directory")
+        }
+        guard lsetxattr(path, classAttribute, cls.name, cls.name.utf8.count, 0) == 0 else {
+            throw StoreError.posix("set the class of \(display)")
+        }
+    }
+}

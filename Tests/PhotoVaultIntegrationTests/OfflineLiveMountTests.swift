@@ -1,0 +1,110 @@
+import Foundation
+import XCTest
+
+/// The writers the CLI sends through a live mount of the same account instead of the store
+/// (docs/OFFLINE.md): `import -`, `import --class` and `class set` on a vault path. They used
+/// to fail with 'store busy' while the vault was mounted.
+final class OfflineLiveMountTests: XCTestCase {
+    typealias T = OfflineCommandTests
+
+    static func classOnMount(_ sb: Sandbox, _ path: String) -> String {
+        sb.ok("getfattr --only-values -n user.photovault.class \(Sandbox.quote(path))")
+    }
+
+    func testStdinImportGoesThroughTheLiveMount() {
+        let sb = Sandbox("pv-live-stdin")
+        sb.initStore()
+        let input = sb.root + "/in.bin"
+        sb.ok("head -c 333333 /dev/urandom > \(Sandbox.quote(input))")
+        let mp = sb.mount()
+
+        let imp = sb.run(T.pvLine(sb, ["import", "-", "/streams/deep/in.bin"]) + " < \(Sandbox.quote(input))")
+        XCTAssertEqual(imp.status, 0, imp.stderr)
+        XCTAssertEqual(imp.stdout, "")
+        XCTAssertEqual(imp.stderr, "imported through the live mount at \(mp)\n")
+        // Readable on the mount at once, the same bytes; mode 0644 and parents 0700 as offline;
+        // the temp file it was written under is gone.
+        let file = Sandbox.quote(mp + "/streams/deep/in.bin")
+        XCTAssertEqual(sb.ok("sha256sum < \(file)"), sb.ok("sha256sum < \(Sandbox.quote(input))"))
+        XCTAssertEqual(sb.ok("stat -c %a \(file) \(Sandbox.quote(mp))/streams \(Sandbox.quote(mp))/streams/deep"), "644\n700\n700\n")
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))/streams/deep"), "in.bin\n")
+
+        // An existing file needs --force, as offline; a directory is never replaced.
+        let again = sb.run("echo other | " + T.pvLine(sb, ["import", "-", "/streams/deep/in.bin"]))
+        XCTAssertEqual(again.status, 20, again.stderr)
+        XCTAssertEqual(again.stderr, "photovault: already exists: /streams/deep/in.bin (use --force to overwrite)\n")
+        let forced = sb.run("echo other | " + T.pvLine(sb, ["import", "--force", "-", "/streams/deep/in.bin"]))
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        XCTAssertEqual(sb.ok("cat \(file)"), "other\n")
+        let onDir = sb.run("echo x | " + T.pvLine(sb, ["import", "--force", "-", "/streams/deep"]))
+        XCTAssertEqual(onDir.status, 20, onDir.stderr)
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))/streams/deep"), "in.bin\n")
+
+        // Everything is in the store, intact, once unmounted.
+        sb.unmount(mp)
+        XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
+        XCTAssertEqual(sb.ok(T.pvLine(sb, ["export", "/streams/deep/in.bin", "-"])), "other\n")
+        sb.assertNoPlaintext(["streams", "in.bin", "other", "photovault-import"])
+    }
+
+    func testImportWithClassThroughTheLiveMount() {
+        let (sb, src) = T.sandboxWithTree("pv-live-class")
+        let mp = sb.mount()
+
+        let imp = T.pv(sb, ["import", "--class", "complete-unless-open", src, "/v"])
+        XCTAssertEqual(imp.status, 0, imp.stderr)
+        XCTAssertEqual(imp.stderr, "imported through the live mount at \(mp)\n")
+        // Every file gets the class; directories keep their parent's default (offline too).
+        for f in ["notes.txt", "photo.jpg", "empty", "2024/big.bin", "2024/raw/IMG_0001.CR2"] {
+            XCTAssertEqual(Self.classOnMount(sb, mp + "/v/src/" + f), "complete-unless-open", f)
+        }
+        XCTAssertEqual(Self.classOnMount(sb, mp + "/v/src/2024"), "complete")
+        // `class get` reads the store beside the mount and sees the same.
+        XCTAssertEqual(T.pv(sb, ["class", "get", "/v/src/2024/big.bin"]).stdout, "complete-unless-open\n")
+        // Setting the class after the copy kept the bytes, modes and times.
+        XCTAssertEqual(T.checksums(sb, mp + "/v/src"), T.checksums(sb, src))
+        XCTAssertEqual(T.listing(sb, mp + "/v/src"), T.listing(sb, src))
+
+        // From standard input, the class is set before the first byte.
+        let stdin = sb.run("echo scan | " + T.pvLine(sb, ["import", "--class", "none", "-", "/v/scan.txt"]))
+        XCTAssertEqual(stdin.status, 0, stdin.stderr)
+        XCTAssertEqual(Self.classOnMount(sb, mp + "/v/scan.txt"), "none")
+        XCTAssertEqual(T.pv(sb, ["class", "get", "/v/scan.txt"]).stdout, "none\n")
+
+        sb.unmount(mp)
+        XCTAssertEqual(T.pv(sb, ["class", "get", "/v/src/notes.txt"]).stdout, "complete-unless-open\n")
+        XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
+    }
+
+    func testClassSetOnAVaultPathGoesThroughTheLiveMount() {
+        let (sb, src) = T.importedTree("pv-live-classset", at: "/c")
+        let mp = sb.mount()
+
+        // A directory's default, as offline; existing files keep theirs.
+        XCTAssertEqual(T.pv(sb, ["class", "set", "/c/src/2024", "until-first-auth"]).status, 0)
+        XCTAssertEqual(Self.classOnMount(sb, mp + "/c/src/2024"), "until-first-auth")
+        XCTAssertEqual(Self.classOnMount(sb, mp + "/c/src/2024/big.bin"), "complete")
+
+        let before = T.listing(sb, mp + "/c/src")
+        let set = T.pv(sb, ["class", "set", "/c/src/notes.txt", "none"])
+        XCTAssertEqual(set.status, 0, set.stderr)
+        XCTAssertEqual(set.stdout, "/c/src/notes.txt: none\n")
+        XCTAssertEqual(Self.classOnMount(sb, mp + "/c/src/notes.txt"), "none")
+        XCTAssertEqual(T.pv(sb, ["class", "get", "/c/src/notes.txt"]).stdout, "none\n")
+        // A file's class change is not a content change: bytes, modes and times stay.
+        XCTAssertEqual(T.listing(sb, mp + "/c/src"), before)
+        XCTAssertEqual(T.checksums(sb, mp + "/c/src"), T.checksums(sb, src))
+
+        let missing = T.pv(sb, ["class", "set", "/c/nope", "none"])
+        XCTAssertEqual(missing.status, 24)
+        XCTAssertEqual(missing.stderr, "photovault: not found: /c/nope\n")
+        sb.ok("ln -s notes.txt \(Sandbox.quote(mp))/c/src/link")
+        let link = T.pv(sb, ["class", "set", "/c/src/link", "none"])
+        XCTAssertEqual(link.status, 2)
+        XCTAssertEqual(link.stderr, "photovault: /c/src/link is neither a file nor a directory\n")
+
+        sb.unmount(mp)
+        XCTAssertEqual(T.pv(sb, ["class", "get", "/c/src/notes.txt"]).stdout, "none\n")
+        XCTAssertEqual(T.pv(sb, ["class", "get", "/c/src/2024"]).stdout, "until-first-auth\n")
+    }
+}
