@@ -13,6 +13,10 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     case alreadyMounted(String)
     case mountBusy(String)
     case notMounted(String)
+    /// An offline writer met the lock of a mount of the same vault it could not go through;
+    /// the mountpoint is nil when only the daemon's pid is known (a foreground mount seen
+    /// from another session).
+    case vaultMounted(user: String, mountpoint: String?, pid: Int32)
     case fsckFoundDamage(problems: Int)
     case passwordsDoNotMatch
     case noTerminal
@@ -30,6 +34,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .alreadyMounted: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
         case .notMounted: return ExitCodes.notMounted
+        case .vaultMounted: return ExitCodes.storeBusy
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
         case .notImplemented, .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword,
              .externalPasswordCommandFailed, .failed:
@@ -50,6 +55,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .alreadyMounted(let p): return "a vault is already mounted at \(p)"
         case .mountBusy(let p): return "\(p) is busy: close the files open there and try again"
         case .notMounted(let p): return "no vault is mounted at \(p)"
+        case .vaultMounted(let u, let mp?, _): return "the vault of \(u) is mounted at \(mp): run this command on the mount or unmount first"
+        case .vaultMounted(let u, nil, let pid):
+            return "the vault of \(u) is mounted (photovault process \(pid)): run this command on the mount or unmount first"
         case .fsckFoundDamage(let n): return "fsck found \(n) problem\(n == 1 ? "" : "s")"
         case .passwordsDoNotMatch: return "passwords do not match"
         case .noTerminal:

@@ -10,6 +10,8 @@ public enum ExitCodes {
     public static let success: Int32 = 0
     public static let generic: Int32 = 1
     public static let usage: Int32 = 2
+    /// StoreError.storeBusy's code, also used when the holder is a mount of the same vault.
+    public static let storeBusy: Int32 = 11
     public static let noFuseDevice: Int32 = 14
     public static let mountpointNotEmptyDirectory: Int32 = 15
     public static let alreadyMounted: Int32 = 16
@@ -33,7 +35,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: 8, meaning: "password too short"),
         ExitCodeEntry(code: 9, meaning: "corrupt account record or store"),
         ExitCodeEntry(code: 10, meaning: "unknown store format version"),
-        ExitCodeEntry(code: 11, meaning: "the store is busy (another photovault command holds it)"),
+        ExitCodeEntry(code: storeBusy, meaning: "the store is busy (another photovault command or a mount holds it)"),
         ExitCodeEntry(code: 12, meaning: "key-derivation cost below the allowed floor (tampered record?)"),
         ExitCodeEntry(code: 13, meaning: "the account is bound to another device"),
         ExitCodeEntry(code: noFuseDevice, meaning: "no /dev/fuse (FUSE not available)"),

@@ -64,7 +64,7 @@ final class SpecTableTests: XCTestCase {
             .mountBusy("/m"), .notMounted("/m"), .fsckFoundDamage(problems: 2), .passwordsDoNotMatch,
             .noTerminal, .passwordTooLong(maximum: 1), .cannotReadPassword(source: "f", errno: ENOENT),
             .externalPasswordCommandFailed(status: 1), .failed("x"), .deadMount("/m", fsType: "fuse.photovault"),
-            .deadMount("/m", fsType: "fuse.sshfs"),
+            .deadMount("/m", fsType: "fuse.sshfs"), .vaultMounted(user: "u", mountpoint: "/m", pid: 1),
         ]
         for e in cliErrors { XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "\(e)") }
         XCTAssertEqual(CLIError.noFuseDevice.exitCode, 14)
@@ -74,6 +74,8 @@ final class SpecTableTests: XCTestCase {
         XCTAssertEqual(CLIError.notMounted("/m").exitCode, 18)
         XCTAssertEqual(CLIError.fsckFoundDamage(problems: 1).exitCode, 21)
         XCTAssertEqual(CLIError.deadMount("/m", fsType: "fuse.photovault").exitCode, 25)
+        // A mount holding the tree is a busy store, with the same code as StoreError.storeBusy.
+        XCTAssertEqual(CLIError.vaultMounted(user: "u", mountpoint: nil, pid: 1).exitCode, StoreError.storeBusy.exitCode)
         // The CLI's own codes must not collide with a StoreError code of another meaning.
         let cliOwn: Set<Int32> = [14, 15, 16, 17, 18, 21, 25]
         XCTAssertTrue(cliOwn.isDisjoint(with: storeErrors.map(\.exitCode)))

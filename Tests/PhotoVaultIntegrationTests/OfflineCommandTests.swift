@@ -255,8 +255,9 @@ final class OfflineCommandTests: XCTestCase {
     }
 
     /// The mount daemon holds a shared flock on the tree root (docs/OFFLINE.md): offline
-    /// writers that do not go through the mount fail with 'store busy' (11) and change
-    /// nothing, offline readers still run, and a mount waits for an offline writer.
+    /// writers that do not go through the mount fail with 'store busy' (11), naming the
+    /// mount, and change nothing; offline readers still run, and a mount waits for an
+    /// offline writer.
     func testALiveMountKeepsOfflineWritersOutButNotReaders() throws {
         let (sb, src) = Self.importedTree("pv-offline-lock", at: "/v")
         let trees = try FileManager.default.contentsOfDirectory(atPath: sb.store + "/users")
@@ -268,17 +269,22 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(sb.run("flock -n -x \(tree) true").status, 1, "the daemon holds no lock on the tree")
         sb.ok("flock -n -s \(tree) true")
         // Writers that do not see the mount in their runtime directory (another session's
-        // XDG_RUNTIME_DIR) cannot route through it: the daemon's lock keeps them out.
+        // XDG_RUNTIME_DIR) cannot route through it: the daemon's lock keeps them out, and
+        // the error says where the vault is mounted (found through /proc/locks).
         let elsewhere = "XDG_RUNTIME_DIR=\(Sandbox.quote(sb.plainDir("other-runtime"))) "
+        let mounted = "photovault: the vault of alice is mounted at \(mp): run this command on the mount or unmount first\n"
         let fromStdin = sb.run("echo x | " + elsewhere + Self.pvLine(sb, ["import", "-", "/v/new.txt"]))
         XCTAssertEqual(fromStdin.status, 11, fromStdin.stderr)
-        XCTAssertEqual(fromStdin.stderr, busy)
+        XCTAssertEqual(fromStdin.stderr, mounted)
         let withClass = sb.run(elsewhere + Self.pvLine(sb, ["import", "--class", "none", src, "/v2"]))
         XCTAssertEqual(withClass.status, 11, withClass.stderr)
-        XCTAssertEqual(withClass.stderr, busy)
+        XCTAssertEqual(withClass.stderr, mounted)
         let classSet = sb.run(elsewhere + Self.pvLine(sb, ["class", "set", "/v/src/notes.txt", "none"]))
         XCTAssertEqual(classSet.status, 11, classSet.stderr)
-        XCTAssertEqual(classSet.stderr, busy)
+        XCTAssertEqual(classSet.stderr, mounted)
+        let repair = sb.run(elsewhere + Self.pvLine(sb, ["fsck", "--repair"]))
+        XCTAssertEqual(repair.status, 11, repair.stdout + repair.stderr)
+        XCTAssertEqual(repair.stderr, mounted)
         XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/v/new.txt"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/v2"))
         XCTAssertEqual(sb.ok("getfattr --only-values -n user.photovault.class \(Sandbox.quote(mp))/v/src/notes.txt"), "complete")

@@ -18,13 +18,13 @@ enum ClassCommands {
         if OfflineAccess.isOnLiveMount(path) {
             try MountRoute.setClass(Array(path.utf8CString), cls, display: path)
         } else {
-            let (tree, mount) = try OfflineAccess.open(args)
-            if let mp = mount {
+            let vault = try OfflineAccess.open(args)
+            if let mp = vault.mount {
                 // A vault path while that vault is mounted: through the mount, the only writer.
                 let vp = try VaultPath(path)
                 try MountRoute.setClass(Array(MountRoute.path(mp, vp).utf8CString), cls, display: vp.description)
             } else {
-                try ClassTool(tree: tree).set(path, to: cls)
+                try vault.writing { try ClassTool(tree: vault.tree).set(path, to: cls) }
             }
         }
         print("\(path): \(cls.name)")

@@ -9,7 +9,9 @@ enum FsckCommand {
         if repair && !OfflineAccess.liveMounts(store: args.storePath).isEmpty {
             throw CLIError.failed("unmount the vault before 'fsck --repair' (a live mount must be the only writer)")
         }
-        let summary = try Fsck(tree: OfflineAccess.openTree(args)).run(repair: repair, progress: { _ in })
+        let vault = try OfflineAccess.open(args)
+        let check = { try Fsck(tree: vault.tree).run(repair: repair, progress: { _ in }) }
+        let summary = repair ? try vault.writing(check) : try check()
         for p in summary.problems { print(p.description) }
         for a in summary.actions { print("repair: \(a)") }
         print("checked \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks, "

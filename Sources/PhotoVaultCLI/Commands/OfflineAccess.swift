@@ -7,18 +7,43 @@ import PhotoVaultStore
 enum OfflineAccess {
     static func openTree(_ args: ParsedArguments) throws -> UserTree { try open(args).tree }
 
-    /// Opens the account; also returns the mountpoint of a live mount of the same account
-    /// by this OS user, if any (only known once the password gave the tree ID).
-    static func open(_ args: ParsedArguments) throws -> (tree: UserTree, mount: String?) {
+    /// An opened account: its tree, and what is needed to find a mount of it.
+    struct Vault {
+        let tree: UserTree
+        let user: String
+        let store: String
+        let treeTag: String
+        /// A live mount of the same account by this OS user (from its runtime registry).
+        let mount: String?
+
+        /// Runs an offline writer. Its exclusive tree lock ends in 'store busy' when anything
+        /// else holds the tree; when that is a mount of this vault the command could not go
+        /// through (another session's runtime directory, or one that came up meanwhile), the
+        /// error says so and where, instead of blaming another command.
+        func writing<T>(_ body: () throws -> T) throws -> T {
+            do { return try body() } catch StoreError.storeBusy {
+                guard let holder = TreeLockHolder.mount(treeRoot: tree.root, store: store, treeTag: treeTag) else {
+                    throw StoreError.storeBusy
+                }
+                throw CLIError.vaultMounted(user: user, mountpoint: holder.mountpoint, pid: holder.pid)
+            }
+        }
+    }
+
+    /// Opens the account; also finds a live mount of the same account by this OS user, if
+    /// any (only known once the password gave the tree ID).
+    static func open(_ args: ParsedArguments) throws -> Vault {
         let layout = StoreLayout(root: args.storePath)
         let config = try layout.loadConfig()
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
-        let opened = try AccountStore(layout: layout).open(user: try args.userName(), password: password)
+        let user = try args.userName()
+        let opened = try AccountStore(layout: layout).open(user: user, password: password)
         defer { opened.masterKey.wipe() }
         let tag = RuntimeRegistry.treeTag(opened.treeID)
         let mount = liveMounts(store: args.storePath).first { $0.treeTag == tag }?.mountpoint
-        return (UserTree(root: opened.treePath, keyring: opened.keyring(), layout: config.layout), mount)
+        return Vault(tree: UserTree(root: opened.treePath, keyring: opened.keyring(), layout: config.layout),
+                     user: user, store: args.storePath, treeTag: tag, mount: mount)
     }
 
     /// The mountpoint of a live mount of this store by this OS user, if exactly one exists.

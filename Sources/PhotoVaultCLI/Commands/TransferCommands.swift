@@ -15,9 +15,9 @@ enum TransferCommands {
             guard let v = ProtectionClass(name: c) else { throw args.usageError("--class must be complete, complete-unless-open, until-first-auth or none") }
             cls = v
         }
-        let (tree, mount) = try OfflineAccess.open(args)
+        let vault = try OfflineAccess.open(args)
         let start = Date()
-        if let mp = mount {
+        if let mp = vault.mount {
             let vp = try VaultPath(dest)
             if all == ["-"] {
                 _ = try MountRoute.stream(STDIN_FILENO, to: mp, dest: vp, class: cls, force: args.flag("force"))
@@ -29,8 +29,10 @@ enum TransferCommands {
             return 0
         }
         let progress = Progress(verb: "imported")
-        let summary = try Importer(tree: tree).import(sources: all, into: dest, class: cls, force: args.flag("force"),
-                                                      progress: progress.event)
+        let summary = try vault.writing {
+            try Importer(tree: vault.tree).import(sources: all, into: dest, class: cls, force: args.flag("force"),
+                                                  progress: progress.event)
+        }
         progress.finish(summary, seconds: Date().timeIntervalSince(start))
         return 0
     }
