@@ -235,14 +235,16 @@ extension CommandSpec {
 
         CommandSpec(
             ["class", "get"], summary: "Print a file's protection class",
-            discussion: "Prints the protection class of PATH (on a live mount or inside the vault).",
+            discussion: "Prints the protection class of PATH (on a live mount or inside the vault); "
+                + "- for a symlink, which has none.",
             arguments: [ArgumentSpec("PATH", help: "A file on a mounted vault, or a path inside the vault.")],
             options: [userOption] + passwordOptions,
             examples: [Example("photovault class get ~/PhotoVault/passport.jpg", "Prints e.g. 'complete'.")]),
 
         CommandSpec(
             ["class", "list"], summary: "Print the protection class of every file in a directory",
-            discussion: "Prints one line per entry of DIR: its class, a tab, and its name.",
+            discussion: "Prints one line per entry of DIR: its class (- for a symlink), a tab, and its "
+                + "path inside the vault (/2024/a.jpg), the same for a DIR on a live mount as inside the vault.",
             arguments: [ArgumentSpec("DIR", help: "A directory on a mounted vault, or inside the vault.",
                                      completion: .directory)],
             options: [userOption] + passwordOptions,

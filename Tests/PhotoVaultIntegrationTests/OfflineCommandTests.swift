@@ -203,6 +203,11 @@ final class OfflineCommandTests: XCTestCase {
         let newFile = sb.run("echo new | " + Self.pvLine(sb, ["import", "-", "/c/src/2024/new.txt"]))
         XCTAssertEqual(newFile.status, 0, newFile.stderr)
         XCTAssertEqual(Self.pv(sb, ["class", "get", "/c/src/2024/new.txt"]).stdout, "until-first-auth\n")
+        // A symlink has no class: '-'.
+        let links = sb.plainDir("links")
+        sb.ok("ln -s notes.txt \(Sandbox.quote(links))/link")
+        XCTAssertEqual(Self.pv(sb, ["import", links + "/link", "/c/src"]).status, 0)
+        XCTAssertEqual(Self.pv(sb, ["class", "get", "/c/src/link"]).stdout, "-\n")
 
         let list = Self.pv(sb, ["class", "list", "/c/src"])
         XCTAssertEqual(list.status, 0, list.stderr)
@@ -210,6 +215,7 @@ final class OfflineCommandTests: XCTestCase {
         until-first-auth\t/c/src/2024
         complete\t/c/src/empty
         complete\t/c/src/empty-dir
+        -\t/c/src/link
         complete\t/c/src/notes.txt
         none\t/c/src/photo.jpg
         complete\t/c/src/run.sh

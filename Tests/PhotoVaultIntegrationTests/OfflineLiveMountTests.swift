@@ -107,4 +107,27 @@ final class OfflineLiveMountTests: XCTestCase {
         XCTAssertEqual(T.pv(sb, ["class", "get", "/c/src/notes.txt"]).stdout, "none\n")
         XCTAssertEqual(T.pv(sb, ["class", "get", "/c/src/2024"]).stdout, "until-first-auth\n")
     }
+
+    /// `class get` and `class list` print the same through the mount as offline (which runs
+    /// beside the mount): full vault paths, and `-` for a symlink, never its target's class.
+    func testClassGetAndListPrintTheSameThroughTheMountAsOffline() {
+        let sb = Sandbox("pv-live-classlist")
+        sb.initStore()
+        let mp = sb.mount()
+        let l = Sandbox.quote(mp + "/l")
+        sb.ok("""
+        mkdir \(l) \(l)/sub && echo photo > \(l)/a.jpg && ln -s a.jpg \(l)/link
+        setfattr -n user.photovault.class -v none \(l)/a.jpg
+        setfattr -n user.photovault.class -v until-first-auth \(l)/sub
+        """)
+        let expected = "none\t/l/a.jpg\n-\t/l/link\nuntil-first-auth\t/l/sub\n"
+        let onMount = T.pv(sb, ["class", "list", mp + "/l"])
+        XCTAssertEqual(onMount.status, 0, onMount.stderr)
+        XCTAssertEqual(onMount.stdout, expected)
+        XCTAssertEqual(T.pv(sb, ["class", "list", "/l"]).stdout, expected)
+        XCTAssertEqual(T.pv(sb, ["class", "list", mp]).stdout, "complete\t/l\n")
+        XCTAssertEqual(T.pv(sb, ["class", "get", mp + "/l/link"]).stdout, "-\n")
+        XCTAssertEqual(T.pv(sb, ["class", "get", "/l/link"]).stdout, "-\n")
+        XCTAssertEqual(T.pv(sb, ["class", "get", mp + "/l/a.jpg"]).stdout, "none\n")
+    }
 }

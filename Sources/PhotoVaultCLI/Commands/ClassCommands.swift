@@ -8,8 +8,6 @@ import CLinux
 /// the vault (the password is needed): `set` goes through the mount too while that vault
 /// is mounted, and is offline otherwise.
 enum ClassCommands {
-    static let xattr = MountRoute.classAttribute
-
     static func set(_ args: ParsedArguments) throws -> Int32 {
         guard let path = args.argument("PATH"), let name = args.argument("CLASS") else { throw args.usageError("PATH and CLASS are required") }
         guard let cls = ProtectionClass(name: name) else {
@@ -34,31 +32,29 @@ enum ClassCommands {
     static func get(_ args: ParsedArguments) throws -> Int32 {
         guard let path = args.argument("PATH") else { throw args.usageError("PATH is required") }
         if OfflineAccess.isOnLiveMount(path) {
-            var buf = [UInt8](repeating: 0, count: 64)
-            let n = getxattr(path, xattr, &buf, buf.count)
-            guard n >= 0 else { throw StoreError.posix("read the class of \(path)") }
-            print(String(decoding: buf[0..<n], as: UTF8.self))
+            print(try MountRoute.className(Array(path.utf8CString), display: path) ?? "-")
             return 0
         }
         let info = try ClassTool(tree: OfflineAccess.openTree(args)).get(path)
-        print(info.protectionClass?.name ?? "pending")
+        print(info.protectionClass?.name ?? "-")
         return 0
     }
 
+    /// One line per entry, `CLASS<tab>VAULT_PATH` sorted by path bytes, the same through a
+    /// mount as offline; `-` for entries without a class (symlinks).
     static func list(_ args: ParsedArguments) throws -> Int32 {
         guard let dir = args.argument("DIR") else { throw args.usageError("DIR is required") }
-        if OfflineAccess.isOnLiveMount(dir) {
-            let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        if let vaultDir = OfflineAccess.vaultPath(onLiveMount: dir) {
+            let names = try FileManager.default.contentsOfDirectory(atPath: dir)
+                .sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
             for n in names {
-                let p = StorePath.join(dir, n)
-                var buf = [UInt8](repeating: 0, count: 64)
-                let len = getxattr(p, xattr, &buf, buf.count)
-                print("\(len >= 0 ? String(decoding: buf[0..<len], as: UTF8.self) : "-")\t\(n)")
+                let cls = try? MountRoute.className(Array(StorePath.join(dir, n).utf8CString), display: n)
+                print("\(cls ?? "-")\t\(StorePath.join(vaultDir, n))")
             }
             return 0
         }
         for info in try ClassTool(tree: OfflineAccess.openTree(args)).list(dir) {
-            print("\(info.protectionClass?.name ?? "pending")\t\(info.path)")
+            print("\(info.protectionClass?.name ?? "-")\t\(info.path)")
         }
         return 0
     }

@@ -43,4 +43,19 @@ enum MountRoute {
             throw StoreError.posix("set the class of \(display)")
         }
     }
+
+    /// The class of a file or directory on the mount; nil for a symlink or anything else,
+    /// which has none (offline prints `-` for them too). The xattr is read without
+    /// following a symlink, which would report its target's class.
+    static func className(_ path: [CChar], display: String) throws -> String? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            throw errno == ENOENT ? StoreError.notFound(display) : StoreError.posix("stat \(display)")
+        }
+        guard OfflineSys.isRegular(st) || OfflineSys.isDirectory(st) else { return nil }
+        var buf = [UInt8](repeating: 0, count: 64)
+        let n = lgetxattr(path, classAttribute, &buf, buf.count)
+        guard n >= 0 else { throw StoreError.posix("read the class of \(display)") }
+        return String(decoding: buf[0..<n], as: UTF8.self)
+    }
 }

@@ -54,9 +54,17 @@ enum OfflineAccess {
     }
 
     /// A path on a live mount (the argument is an existing absolute path under a mountpoint).
-    static func isOnLiveMount(_ path: String) -> Bool {
+    static func isOnLiveMount(_ path: String) -> Bool { vaultPath(onLiveMount: path) != nil }
+
+    /// The vault path (`/2024/a.jpg`) of a path on a live mount, symlinks resolved; nil for a
+    /// path on no live mount.
+    static func vaultPath(onLiveMount path: String) -> String? {
         let c = RuntimeRegistry.canonical(path)
-        return RuntimeRegistry().entries().contains { c == $0.mountpoint || c.hasPrefix($0.mountpoint + "/") }
+        guard let e = RuntimeRegistry().entries().first(where: { c == $0.mountpoint || c.hasPrefix($0.mountpoint + "/") }) else {
+            return nil
+        }
+        let rel = String(c.dropFirst(e.mountpoint.count))
+        return rel.isEmpty ? "/" : rel
     }
 
     static func progressLine(_ s: TransferSummary, verb: String, seconds: Double) -> String {
