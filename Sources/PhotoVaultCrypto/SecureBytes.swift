@@ -2,7 +2,7 @@ import CSodium
 
 /// A fixed-size secret held in libsodium's guarded, locked memory (`sodium_malloc`:
 /// mlock'ed, guard pages, never swapped). Zeroed and freed by `wipe()` or on deinit.
-/// Secrets of up to 1 KiB take a slot of a locked slab (`SecureSlots`) instead of a
+/// Secrets of up to 4 KiB take a slot of a locked slab (`SecureSlots`) instead of a
 /// `sodium_malloc` of their own: files are opened far too often for ten syscalls each.
 ///
 /// Reading after `wipe()` is a programming error and traps: callers that may race a

@@ -1,7 +1,7 @@
 import CSodium
 import Glibc
 
-/// Small secrets (a file key, an AES key schedule) come and go with every file a mount
+/// Small secrets (a file key, an AES key schedule, libcrypto's GCM contexts) come and go with every file a mount
 /// opens. A `sodium_malloc` each costs about ten system calls (mmap, four mprotect, mlock,
 /// and on free munlock, munmap), and the mprotect/munmap calls flush the TLB of every core:
 /// measured, 20 such calls per photo opened, a third of the time a thumbnailer waits.
@@ -14,9 +14,10 @@ import Glibc
 /// secrets of the same slab; an overflow from one secret could reach its neighbour.
 /// Larger secrets keep a `sodium_malloc` of their own.
 enum SecureSlots {
-    /// Slot sizes: powers of two from 64 to 1,024 bytes (an AES-256-GCM state is 512).
+    /// Slot sizes: powers of two from 64 to 4,096 bytes (a libsodium AES-256-GCM state is
+    /// 512, libcrypto's GCM context about 1 KiB).
     static let minSlot = 64
-    static let maxSlot = 1024
+    static let maxSlot = 4096
     /// Every slab is this many bytes, a multiple of the page size (so slots are aligned).
     static let slabBytes = 16 * 1024
 
@@ -28,7 +29,7 @@ enum SecureSlots {
     /// Free slots per size class, guarded by `lock`.
     nonisolated(unsafe) private static var free: [[UnsafeMutableRawPointer]] = Array(repeating: [], count: classCount)
     nonisolated(unsafe) private static var slabs = 0
-    private static let classCount = 5   // 64, 128, 256, 512, 1024
+    private static let classCount = 7   // 64, 128, ..., 4096
 
     /// The size class index for `count` bytes, or nil if too large for a slot.
     static func sizeClass(_ count: Int) -> Int? {

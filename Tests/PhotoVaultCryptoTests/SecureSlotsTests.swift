@@ -12,7 +12,9 @@ final class SecureSlotsTests: XCTestCase {
         XCTAssertEqual(SecureSlots.sizeClass(65), 1)
         XCTAssertEqual(SecureSlots.sizeClass(512), 3)
         XCTAssertEqual(SecureSlots.sizeClass(1024), 4)
-        XCTAssertNil(SecureSlots.sizeClass(1025))
+        XCTAssertEqual(SecureSlots.sizeClass(1025), 5)
+        XCTAssertEqual(SecureSlots.sizeClass(4096), 6)
+        XCTAssertNil(SecureSlots.sizeClass(4097))
     }
 
     func testWipedSecretLeavesItsSlotZeroed() {
@@ -72,9 +74,9 @@ final class SecureSlotsTests: XCTestCase {
 
     func testLargeSecretsStillGetTheirOwnAllocation() {
         let before = SecureSlots.slabCount
-        let big = SecureBytes(randomCount: 4096)
+        let big = SecureBytes(randomCount: 8192)
         XCTAssertEqual(SecureSlots.slabCount, before)
-        XCTAssertEqual(big.count, 4096)
+        XCTAssertEqual(big.count, 8192)
         big.wipe()
         XCTAssertTrue(big.isWiped)
     }
