@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 // PhotoVault: an encrypted photo vault for Linux (FUSE + libsodium).
 // Layers, each testable without the one above it:
-//   C bridges (CSodium, CFuse, CSystemd) -> PhotoVaultCrypto -> PhotoVaultStore
+//   C bridges (CSodium, COpenSSL, CFuse, CSystemd) -> PhotoVaultCrypto -> PhotoVaultStore
 //   -> PhotoVaultFS / PhotoVaultLock -> PhotoVaultCLI -> photovault
 import PackageDescription
 
@@ -15,9 +15,10 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),   // bulk AES-GCM only
         .systemLibrary(name: "CLinux"),   // Linux syscalls Glibc's module lacks (renameat2, O_PATH...)
         // 2. Crypto: keys in secure memory, chunk AEAD, names, key wrapping. No file I/O.
-        .target(name: "PhotoVaultCrypto", dependencies: ["CSodium"]),
+        .target(name: "PhotoVaultCrypto", dependencies: ["CSodium", "COpenSSL"]),
         // 3. Store: on-disk layout, credentials, headers, names. No FUSE.
         .target(name: "PhotoVaultStore", dependencies: ["PhotoVaultCrypto", "CSodium", "CLinux"]),
         // 4. Filesystem: libfuse3 low-level adapter over the store.
@@ -28,7 +29,7 @@ let package = Package(
         .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultCrypto", "CLinux"]),
         .executableTarget(name: "photovault", dependencies: ["PhotoVaultCLI"]),
 
-        .testTarget(name: "PhotoVaultCryptoTests", dependencies: ["PhotoVaultCrypto"]),
+        .testTarget(name: "PhotoVaultCryptoTests", dependencies: ["PhotoVaultCrypto", "CSodium"]),
         .testTarget(name: "PhotoVaultStoreTests", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto"],
                     resources: [.copy("Vectors")]),
         .testTarget(name: "PhotoVaultLockTests", dependencies: ["PhotoVaultLock"]),

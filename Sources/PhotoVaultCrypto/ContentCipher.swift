@@ -1,4 +1,5 @@
 import CSodium
+import Glibc
 
 /// The AEAD that seals file chunks. Chosen per store at `init` and recorded in the store config.
 public enum ContentCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
@@ -39,8 +40,12 @@ public final class ChunkCipher: @unchecked Sendable {
     public let cipher: ContentCipher
     public let fileID: [UInt8]
     private let key: SecureBytes
-    /// Expanded AES key schedule (`crypto_aead_aes256gcm_beforenm`), in secure memory.
-    private let aesState: SecureBytes?
+    /// AES-256-GCM through libcrypto (`AESGCMEngine`): contexts keyed on first use.
+    private let gcm: LibcryptoGCM?
+    /// AES-256-GCM through libsodium: the expanded key schedule (`beforenm`), in secure
+    /// memory. Also the fallback should libcrypto ever fail an operation.
+    private var aesStateLock = pthread_mutex_t()
+    private var aesStateStorage: SecureBytes?
 
     public init(cipher: ContentCipher, key: SecureBytes, fileID: [UInt8]) {
         precondition(key.count == ContentCipher.keySize && fileID.count == 16)
@@ -48,27 +53,39 @@ public final class ChunkCipher: @unchecked Sendable {
         self.cipher = cipher
         self.fileID = fileID
         self.key = key
-        if cipher == .aes256gcm {
+        gcm = cipher == .aes256gcm && AESGCMEngine.current == .libcrypto ? LibcryptoGCM(key: key) : nil
+        pthread_mutex_init(&aesStateLock, nil)
+    }
+
+    deinit { pthread_mutex_destroy(&aesStateLock) }
+
+    private func withStateLock<R>(_ body: () -> R) -> R {
+        pthread_mutex_lock(&aesStateLock); defer { pthread_mutex_unlock(&aesStateLock) }
+        return body()
+    }
+
+    /// The libsodium AES state, computed on first use.
+    private var aesState: SecureBytes {
+        withStateLock {
+            if let s = aesStateStorage { return s }
             let st = SecureBytes(count: MemoryLayout<crypto_aead_aes256gcm_state>.size)
             st.withUnsafeMutableBytes { s in
                 precondition(Int(bitPattern: s.baseAddress!) % 16 == 0, "AES-GCM state must be 16-byte aligned")
-                key.withUnsafeBytes { k in
-                    _ = crypto_aead_aes256gcm_beforenm(s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self),
-                                                       k.baseAddress!.assumingMemoryBound(to: UInt8.self))
-                }
+                _ = crypto_aead_aes256gcm_beforenm(s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self),
+                                                   key.unsafePointer)
             }
-            aesState = st
-        } else {
-            aesState = nil
+            aesStateStorage = st
+            return st
         }
     }
 
     public var isWiped: Bool { key.isWiped }
 
-    /// Zeroes the file key and the expanded key schedule.
+    /// Zeroes the file key and every expanded key schedule.
     public func wipe() {
         key.wipe()
-        aesState?.wipe()
+        gcm?.wipe()
+        withStateLock { aesStateStorage?.wipe() }
     }
 
     @inline(__always)
@@ -92,7 +109,8 @@ public final class ChunkCipher: @unchecked Sendable {
             var maclen: UInt64 = 0
             switch cipher {
             case .aes256gcm:
-                aesState!.withUnsafeBytes { s in
+                if let g = gcm, g.seal(m, count, ad: ad, adCount: 24, nonce: o, into: o + ns, tag: o + ns + count) { return }
+                aesState.withUnsafeBytes { s in
                     _ = crypto_aead_aes256gcm_encrypt_detached_afternm(
                         o + ns, o + ns + count, &maclen, m, UInt64(count), ad, 24, nil, o,
                         s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))
@@ -117,7 +135,10 @@ public final class ChunkCipher: @unchecked Sendable {
             makeAD(index, ad)
             switch cipher {
             case .aes256gcm:
-                return aesState!.withUnsafeBytes { st in
+                if let g = gcm, let rc = g.open(s + ns, count, tag: s + ns + count, ad: ad, adCount: 24, nonce: s, into: o) {
+                    return rc
+                }
+                return aesState.withUnsafeBytes { st in
                     crypto_aead_aes256gcm_decrypt_detached_afternm(
                         o, nil, s + ns, UInt64(count), s + ns + count, ad, 24, s,
                         st.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))

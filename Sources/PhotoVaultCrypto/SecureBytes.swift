@@ -2,6 +2,8 @@ import CSodium
 
 /// A fixed-size secret held in libsodium's guarded, locked memory (`sodium_malloc`:
 /// mlock'ed, guard pages, never swapped). Zeroed and freed by `wipe()` or on deinit.
+/// Secrets of up to 4 KiB take a slot of a locked slab (`SecureSlots`) instead of a
+/// `sodium_malloc` of their own: files are opened far too often for ten syscalls each.
 ///
 /// Reading after `wipe()` is a programming error and traps: callers that may race a
 /// lock must check `isWiped` under their own lock.
@@ -13,9 +15,13 @@ public final class SecureBytes: @unchecked Sendable {
     public init(count: Int) {
         Sodium.ensureInitialised()
         precondition(count > 0)
-        guard let p = sodium_malloc(count) else { fatalError("sodium_malloc failed (RLIMIT_MEMLOCK?)") }
-        sodium_memzero(p, count)
-        pointer = p
+        if let slot = SecureSlots.allocate(count) {
+            pointer = slot   // zero-filled
+        } else {
+            guard let p = sodium_malloc(count) else { fatalError("sodium_malloc failed (RLIMIT_MEMLOCK?)") }
+            sodium_memzero(p, count)
+            pointer = p
+        }
         self.count = count
     }
 
@@ -47,8 +53,12 @@ public final class SecureBytes: @unchecked Sendable {
     /// Zeroes and frees the secret now. Idempotent.
     public func wipe() {
         if let p = pointer {
-            sodium_memzero(p, count)
-            sodium_free(p)
+            if SecureSlots.sizeClass(count) != nil {
+                SecureSlots.release(p, count: count)   // zeroes the whole slot
+            } else {
+                sodium_memzero(p, count)
+                sodium_free(p)
+            }
             pointer = nil
         }
     }

@@ -1,6 +1,5 @@
 import Glibc
 import PhotoVaultCrypto
-import Dispatch
 
 /// Random-access plaintext I/O on one encrypted file (FORMAT.md, "File contents").
 ///
@@ -153,7 +152,9 @@ public final class ContentFile: @unchecked Sendable {
         var scratch: UnsafeMutableRawPointer? = nil
         defer { if let s = scratch { secureZero(UnsafeMutableRawBufferPointer(start: s, count: layout.chunkSize)); s.deallocate() } }
         // Edge chunks (partly requested) go through a scratch buffer; whole chunks are opened
-        // straight into the caller's buffer, in parallel when the request is large.
+        // straight into the caller's buffer. One thread per request: the kernel keeps several
+        // requests in flight, and splitting one across cores measured slower (more CPU, less
+        // throughput: hand-off costs more than 4 KiB of AES-GCM).
         var wholeFirst = first, wholeLast = last
         var failed: UInt64? = nil
         func outOffset(_ i: UInt64) -> Int { Int(max(offset, i * cs) - offset) }
@@ -173,14 +174,12 @@ public final class ContentFile: @unchecked Sendable {
             if i == last { wholeLast = last &- 1 }
         }
         if failed == nil && wholeFirst <= wholeLast && wholeLast != UInt64.max {
-            let sealedChunk = layout.sealedChunkSize
-            failed = ParallelChunks.run(wholeFirst...wholeLast, bytesPerChunk: layout.chunkSize) { i in
+            for i in wholeFirst...wholeLast {
                 let plainLen = Int(min(cs, size - i * cs))
                 do {
-                    try cipher.open(index: i, sealed: buf + Int(i - first) * sealedChunk,
-                                    sealedCount: plainLen + self.layout.overhead, into: out + outOffset(i))
-                    return true
-                } catch { return false }
+                    try cipher.open(index: i, sealed: buf + Int(i - first) * layout.sealedChunkSize,
+                                    sealedCount: plainLen + layout.overhead, into: out + outOffset(i))
+                } catch { failed = i; break }
             }
         }
         let produced = Int(end - offset)
@@ -311,19 +310,16 @@ public final class ContentFile: @unchecked Sendable {
                     i += 1
                 }
             }
-            // Chunks wholly covered by the caller's data are sealed in parallel for large writes.
-            if !direct.isEmpty, let d = data {
-                let sealedChunk = layout.sealedChunkSize
-                let batchFirst = first
-                _ = ParallelChunks.run(direct[0]...direct[direct.count - 1], bytesPerChunk: layout.chunkSize) { i in
-                    let cStart = i * cs
-                    let cNewLen = Int(min(cs, newSize - cStart))
-                    withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { nb in
-                        nonces.nonce(Int(i - batchFirst), into: nb.baseAddress!)
-                        cipher.seal(index: i, plaintext: UnsafeRawPointer(d + Int(cStart - offset)), count: cNewLen,
-                                    nonce: nb.baseAddress!, into: out + Int(i - batchFirst) * sealedChunk)
+            // Chunks wholly covered by the caller's data are sealed straight from it.
+            if let d = data {
+                withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { nb in
+                    for i in direct {
+                        let cStart = i * cs
+                        nonces.nonce(Int(i - first), into: nb.baseAddress!)
+                        cipher.seal(index: i, plaintext: UnsafeRawPointer(d + Int(cStart - offset)),
+                                    count: Int(min(cs, newSize - cStart)), nonce: nb.baseAddress!,
+                                    into: out + Int(i - first) * layout.sealedChunkSize)
                     }
-                    return true
                 }
             }
             try FileIO.writeAll(fd, out, outLen, offset: Int64(layout.sealedOffset(ofChunk: first)))
@@ -355,40 +351,5 @@ public final class ContentFile: @unchecked Sendable {
 
     public func sync() throws {
         guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
-    }
-}
-
-/// Runs a per-chunk operation over a range of chunk indices, split across the CPU's cores
-/// when the range is large enough to pay for the hand-off (measured: crypto is most of a
-/// large request's cost, and one FUSE request is otherwise handled by one thread).
-/// Returns the first index for which `body` returned false, or nil.
-enum ParallelChunks {
-    static let minimumParallelBytes = 64 * 1024
-    static let workers = max(1, min(4, sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-
-    static func run(_ range: ClosedRange<UInt64>, bytesPerChunk: Int, _ body: (UInt64) -> Bool) -> UInt64? {
-        let n = Int(range.upperBound - range.lowerBound) + 1
-        let parts = n * bytesPerChunk >= minimumParallelBytes ? min(workers, n) : 1
-        if parts <= 1 {
-            for i in range where !body(i) { return i }
-            return nil
-        }
-        // Each part records its first failure in its own slot: no shared mutable state.
-        let failures = UnsafeMutablePointer<UInt64>.allocate(capacity: parts)
-        failures.initialize(repeating: UInt64.max, count: parts)
-        defer { failures.deallocate() }
-        withoutActuallyEscaping(body) { body in
-            DispatchQueue.concurrentPerform(iterations: parts) { p in
-                let lo = range.lowerBound + UInt64(n * p / parts)
-                let hi = range.lowerBound + UInt64(n * (p + 1) / parts)
-                var i = lo
-                while i < hi {
-                    if !body(i) { failures[p] = i; return }
-                    i += 1
-                }
-            }
-        }
-        for p in 0..<parts where failures[p] != UInt64.max { return failures[p] }
-        return nil
     }
 }

@@ -3,9 +3,10 @@ import Glibc
 import PhotoVaultCrypto
 @testable import PhotoVaultStore
 
-/// Large requests are sealed and opened in parallel across cores (`ParallelChunks`): the
-/// bytes, the chunk order and the failure reporting must be the same as one chunk at a time.
-final class ContentParallelTests: XCTestCase {
+/// Large requests (up to FUSE's 1 MiB) are sealed into one buffer and written with one
+/// pwrite, and opened from one pread: the bytes, the chunk order and the failure reporting
+/// must be the same as one chunk at a time.
+final class ContentLargeRequestTests: XCTestCase {
     private let keyring = Fixture.keyring()
 
     private func makeFile(_ cipher: ContentCipher, _ cs: Int) throws -> (ContentFile, String) {
@@ -31,7 +32,7 @@ final class ContentParallelTests: XCTestCase {
                     XCTAssertEqual(try data.withUnsafeBytes { try f.write(from: $0.baseAddress!, count: len, offset: UInt64(off)) }, len)
                     if off + len > model.count { model += [UInt8](repeating: 0, count: off + len - model.count) }
                     model.replaceSubrange(off..<(off + len), with: data)
-                    // One whole read and one odd slice, both large enough to run in parallel.
+                    // One whole read and one odd slice, both many chunks long.
                     var all = [UInt8](repeating: 0, count: model.count)
                     XCTAssertEqual(try all.withUnsafeMutableBytes { try f.read(into: $0.baseAddress!, count: model.count, offset: 0) }, model.count)
                     XCTAssertEqual(all, model, "\(cipher) \(cs): whole read differs")

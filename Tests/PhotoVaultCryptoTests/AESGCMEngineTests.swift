@@ -1,0 +1,149 @@
+import CSodium
+import Foundation
+import Glibc
+import XCTest
+@testable import PhotoVaultCrypto
+
+/// Chunks sealed by libcrypto must be the very bytes libsodium would produce (the format is
+/// one), and libcrypto's copies of a file key must live in locked memory and die with it.
+final class AESGCMEngineTests: XCTestCase {
+    func testLibcryptoIsTheEngineWhereTheCPUHasAESNI() {
+        XCTAssertEqual(crypto_aead_aes256gcm_is_available(), 1, "this suite expects a CPU with AES-NI and CLMUL")
+        XCTAssertTrue(LibcryptoHeap.installed, "libcrypto's allocator could not be replaced")
+        XCTAssertEqual(AESGCMEngine.current, .libcrypto)
+    }
+
+    /// The same key, nonce and associated data through ChunkCipher (libcrypto) and through
+    /// libsodium directly: identical bytes, and each opens the other's chunks.
+    func testChunksAreIdenticalToLibsodiumsBothWays() throws {
+        var rng = SeededGenerator(seed: 0x5eed_a35)
+        for size in [0, 1, 15, 16, 17, 4095, 4096, 65536] {
+            let keyBytes = rng.bytes(32), fileID = rng.bytes(16), nonce = rng.bytes(12), plain = rng.bytes(size)
+            let index = UInt64.random(in: 0...UInt64.max, using: &rng)
+            let cipher = ChunkCipher(cipher: .aes256gcm, key: SecureBytes(copying: keyBytes), fileID: fileID)
+            defer { cipher.wipe() }
+            var ours = [UInt8](repeating: 0, count: size + 28)
+            plain.withUnsafeBytes { p in nonce.withUnsafeBytes { n in ours.withUnsafeMutableBytes { o in
+                cipher.seal(index: index, plaintext: p.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, count: size,
+                            nonce: n.baseAddress!, into: o.baseAddress!)
+            } } }
+            // libsodium: nonce || ciphertext || tag with AD fileID || index (LE).
+            var ad = fileID
+            withUnsafeBytes(of: index.littleEndian) { ad += $0 }
+            var ct = [UInt8](repeating: 0, count: size), tag = [UInt8](repeating: 0, count: 16)
+            var maclen: UInt64 = 0
+            XCTAssertEqual(crypto_aead_aes256gcm_encrypt_detached(&ct, &tag, &maclen, plain, UInt64(size), ad, UInt64(ad.count),
+                                                                  nil, nonce, keyBytes), 0)
+            XCTAssertEqual(ours, nonce + ct + tag, "size \(size)")
+
+            // libsodium's chunk opens through ChunkCipher; a flipped bit does not.
+            var theirs = nonce + ct + tag
+            var out = [UInt8](repeating: 0, count: size)
+            try theirs.withUnsafeBytes { s in try out.withUnsafeMutableBytes { o in
+                try cipher.open(index: index, sealed: s.baseAddress!, sealedCount: s.count, into: o.baseAddress ?? UnsafeMutableRawPointer(bitPattern: 1)!)
+            } }
+            XCTAssertEqual(out, plain)
+            theirs[theirs.count - 1 - (size % 16)] ^= 0x01
+            XCTAssertThrowsError(try theirs.withUnsafeBytes { s in try out.withUnsafeMutableBytes { o in
+                try cipher.open(index: index, sealed: s.baseAddress!, sealedCount: s.count, into: o.baseAddress ?? UnsafeMutableRawPointer(bitPattern: 1)!)
+            } })
+            XCTAssertEqual(out, [UInt8](repeating: 0, count: size), "a failed open leaves no plaintext behind")
+        }
+    }
+
+    /// Concurrent users of one file each get a context; results stay correct.
+    func testConcurrentSealAndOpenOfOneFile() {
+        let cipher = ChunkCipher(cipher: .aes256gcm, key: SecureBytes(randomCount: 32), fileID: SecureRandom.bytes(16))
+        defer { cipher.wipe() }
+        let failures = UnsafeMutablePointer<Int>.allocate(capacity: 8)
+        failures.initialize(repeating: 0, count: 8)
+        defer { failures.deallocate() }
+        DispatchQueue.concurrentPerform(iterations: 8) { t in
+            var plain = [UInt8](repeating: UInt8(t), count: 4096), sealed = [UInt8](repeating: 0, count: 4096 + 28)
+            var back = [UInt8](repeating: 0, count: 4096)
+            let nonce = SecureRandom.bytes(12)
+            for i in 0..<500 {
+                plain[0] = UInt8(i & 0xff)
+                cipher.seal(index: UInt64(i), plaintext: plain, count: 4096, nonce: nonce, into: &sealed)
+                do { try cipher.open(index: UInt64(i), sealed: sealed, sealedCount: sealed.count, into: &back) } catch { failures[t] += 1 }
+                if back != plain { failures[t] += 1 }
+            }
+        }
+        XCTAssertEqual((0..<8).map { failures[$0] }.reduce(0, +), 0)
+    }
+
+    /// The raw key is the first round key of AES-256's schedule, so libcrypto's context holds
+    /// it verbatim: it must be found only in locked mappings while in use, and nowhere once
+    /// the cipher is wiped.
+    func testLibcryptoKeyScheduleLivesInLockedMemoryAndDiesWithTheKey() throws {
+        let key = SecureBytes(randomCount: 32)   // never copied into ordinary memory
+        let needle = key.withUnsafeBytes { Array($0) }   // the search's own copy...
+        let cipher = ChunkCipher(cipher: .aes256gcm, key: key, fileID: SecureRandom.bytes(16))
+        var sealed = [UInt8](repeating: 0, count: 4096 + 28)
+        cipher.seal(index: 0, plaintext: [UInt8](repeating: 7, count: 4096), count: 4096,
+                    nonce: SecureRandom.bytes(12), into: &sealed)
+        let needleAddress = needle.withUnsafeBytes { UInt(bitPattern: $0.baseAddress!) }   // ...is skipped
+
+        let hits = try ProcessMemory.occurrences(of: needle, skipping: needleAddress)
+        XCTAssertFalse(hits.isEmpty, "the key was not found at all: the search proves nothing")
+        for h in hits { XCTAssertTrue(h.locked, "key bytes in unlocked memory: \(h.mapping)") }
+        XCTAssertGreaterThanOrEqual(hits.count, 2, "the key and libcrypto's schedule: \(hits.map(\.mapping))")
+
+        cipher.wipe()
+        XCTAssertEqual(try ProcessMemory.occurrences(of: needle, skipping: needleAddress).map(\.mapping), [])
+    }
+}
+
+/// Searches this process's own memory (/proc/self/maps + /proc/self/mem) for a byte string.
+enum ProcessMemory {
+    struct Hit { let mapping: String; let locked: Bool }
+
+    static func occurrences(of needle: [UInt8], skipping skipped: UInt) throws -> [Hit] {
+        let smaps = try readAll("/proc/self/smaps")
+        let fd = open("/proc/self/mem", O_RDONLY)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(fd) }
+        // One entry per mapping: header line, then its fields (Locked: is the one we need).
+        var mappings: [(line: String, start: UInt, end: UInt, readable: Bool, locked: Bool)] = []
+        for line in smaps.split(separator: "\n") {
+            let f = line.split(separator: " ", omittingEmptySubsequences: true)
+            if let r = f.first, f.count >= 5, r.contains("-") {
+                let b = r.split(separator: "-")
+                if b.count == 2, let lo = UInt(b[0], radix: 16), let hi = UInt(b[1], radix: 16) {
+                    let special = f.count >= 6 && (f[5].hasPrefix("[vvar") || f[5] == "[vsyscall]")
+                    mappings.append((String(line), lo, hi, f[1].hasPrefix("r") && !special, false))
+                    continue
+                }
+            }
+            if f.first == "Locked:", f.count >= 2, let kb = Int(f[1]), kb > 0, !mappings.isEmpty {
+                mappings[mappings.count - 1].locked = true
+            }
+        }
+        var hits: [Hit] = []
+        for m in mappings where m.readable && m.end - m.start <= 1 << 30 {
+            var region = [UInt8](repeating: 0, count: Int(m.end - m.start))
+            let n = region.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(Int64(bitPattern: UInt64(m.start)))) }
+            guard n >= needle.count else { continue }
+            region.withUnsafeBytes { r in
+                let base = r.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                var i = 0
+                // memchr for the first byte, then compare (memmem is a GNU extension).
+                while i + needle.count <= n, let p = memchr(base + i, Int32(needle[0]), n - needle.count + 1 - i) {
+                    let offset = UnsafeRawPointer(p) - UnsafeRawPointer(base)
+                    if memcmp(p, needle, needle.count) == 0, m.start + UInt(offset) != skipped {
+                        hits.append(Hit(mapping: m.line, locked: m.locked))
+                    }
+                    i = offset + 1
+                }
+            }
+        }
+        return hits
+    }
+
+    /// /proc files report size 0: read them as a stream.
+    private static func readAll(_ path: String) throws -> String {
+        let h = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+        defer { try? h.close() }
+        return String(decoding: try h.readToEnd() ?? Data(), as: UTF8.self)
+    }
+}
