@@ -13,14 +13,20 @@ out="${root}/.build-crypto-bench"
 mkdir -p "$out"
 swiftc="$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)"
 src="${root}/Sources/PhotoVaultCrypto"
-# The C module map of CSodium is found through -I; Sodium.swift etc. are the real sources.
+# The C module maps of CSodium and COpenSSL are found through -I; the rest are the real sources.
 "$swiftc" -O -wmo -module-name CryptoBench \
-    -I "${root}/Sources/CSodium" \
+    -I "${root}/Sources/CSodium" -I "${root}/Sources/COpenSSL" \
     "${root}/scripts/crypto-bench/main.swift" \
-    "${src}/ContentCipher.swift" "${src}/SecureBytes.swift" "${src}/Sodium.swift" "${src}/CryptoError.swift" \
-    -lsodium -o "${out}/crypto-bench"
+    "${src}/ContentCipher.swift" "${src}/AESGCMEngine.swift" "${src}/SecureSlots.swift" \
+    "${src}/SecureBytes.swift" "${src}/Sodium.swift" "${src}/CryptoError.swift" \
+    -lsodium -lcrypto -o "${out}/crypto-bench"
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs"
 echo "Load average at start: $(cut -d" " -f1-3 /proc/loadavg) (numbers are only comparable on an idle machine)"
 echo "AES-NI: $(grep -qw aes /proc/cpuinfo && echo yes || echo no), PCLMULQDQ: $(grep -qw pclmulqdq /proc/cpuinfo && echo yes || echo no)"
-echo
-"${out}/crypto-bench"
+# AES-256-GCM runs through libcrypto where the CPU allows (AESGCMEngine.swift); the second
+# table forces libsodium, for comparison. XChaCha20-Poly1305 is libsodium in both.
+for engine in libcrypto libsodium; do
+  echo
+  echo "AES-256-GCM engine: $engine"
+  PHOTOVAULT_AES_ENGINE=$engine "${out}/crypto-bench"
+done
