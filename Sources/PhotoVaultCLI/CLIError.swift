@@ -11,6 +11,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// mountinfo tells a dead PhotoVault mount from another program's.
     case deadMount(String, fsType: String)
     case alreadyMounted(String)
+    /// A mount of a vault that another daemon mounts already (another session's, or at
+    /// another mountpoint); where, when known.
+    case vaultAlreadyMounted(mountpoint: String?, pid: Int32?)
     case mountBusy(String)
     case notMounted(String)
     /// An offline writer met the lock of a mount of the same vault it could not go through;
@@ -31,7 +34,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .noFuseDevice: return ExitCodes.noFuseDevice
         case .mountpointNotEmptyDirectory: return ExitCodes.mountpointNotEmptyDirectory
         case .deadMount: return ExitCodes.deadMount
-        case .alreadyMounted: return ExitCodes.alreadyMounted
+        case .alreadyMounted, .vaultAlreadyMounted: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
         case .notMounted: return ExitCodes.notMounted
         case .vaultMounted: return ExitCodes.storeBusy
@@ -53,6 +56,10 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .deadMount(let p, let type):
             return "\(p) holds a dead \(type) mount (its program is gone): run 'fusermount3 -u \(p)' first"
         case .alreadyMounted(let p): return "a vault is already mounted at \(p)"
+        case .vaultAlreadyMounted(let mp?, _): return "this vault is already mounted at \(mp): unmount it there first"
+        case .vaultAlreadyMounted(nil, let pid?):
+            return "this vault is already mounted (photovault process \(pid), another session): unmount it there first"
+        case .vaultAlreadyMounted(nil, nil): return "this vault is already mounted elsewhere: unmount it there first"
         case .mountBusy(let p): return "\(p) is busy: close the files open there and try again"
         case .notMounted(let p): return "no vault is mounted at \(p)"
         case .vaultMounted(let u, let mp?, _): return "the vault of \(u) is mounted at \(mp): run this command on the mount or unmount first"

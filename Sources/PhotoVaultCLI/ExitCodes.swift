@@ -40,7 +40,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: 13, meaning: "the account is bound to another device"),
         ExitCodeEntry(code: noFuseDevice, meaning: "no /dev/fuse (FUSE not available)"),
         ExitCodeEntry(code: mountpointNotEmptyDirectory, meaning: "the mountpoint is not an empty directory"),
-        ExitCodeEntry(code: alreadyMounted, meaning: "already mounted"),
+        ExitCodeEntry(code: alreadyMounted, meaning: "already mounted (the mountpoint, or this vault elsewhere)"),
         ExitCodeEntry(code: mountBusy, meaning: "the mount is busy (files still open)"),
         ExitCodeEntry(code: notMounted, meaning: "not mounted"),
         ExitCodeEntry(code: 19, meaning: "no space left on the store's device"),

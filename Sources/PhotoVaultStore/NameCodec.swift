@@ -38,9 +38,10 @@ public struct NameCodec: Sendable {
         longPrefix + Base64URL.encode(KeyedHash.hash(Array(full.utf8), outputLength: 32))
     }
 
-    /// Store-internal files that are never shown: `.pvdir`, temp files, long-name companions.
+    /// Store-internal files that are never shown: `.pvdir`, the root's mount lock, temp
+    /// files, long-name companions.
     public static func isInternal(_ entry: String) -> Bool {
-        entry == DirectoryInfo.fileName || entry.hasPrefix(AtomicFile.tempPrefix)
+        entry == DirectoryInfo.fileName || entry == TreeLock.mountLockName || entry.hasPrefix(AtomicFile.tempPrefix)
             || (entry.hasPrefix(longPrefix) && entry.hasSuffix(companionSuffix))
             || entry == "." || entry == ".."
     }

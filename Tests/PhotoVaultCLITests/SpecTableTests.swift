@@ -65,11 +65,13 @@ final class SpecTableTests: XCTestCase {
             .noTerminal, .passwordTooLong(maximum: 1), .cannotReadPassword(source: "f", errno: ENOENT),
             .externalPasswordCommandFailed(status: 1), .failed("x"), .deadMount("/m", fsType: "fuse.photovault"),
             .deadMount("/m", fsType: "fuse.sshfs"), .vaultMounted(user: "u", mountpoint: "/m", pid: 1),
+            .vaultAlreadyMounted(mountpoint: "/m", pid: 1), .vaultAlreadyMounted(mountpoint: nil, pid: nil),
         ]
         for e in cliErrors { XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "\(e)") }
         XCTAssertEqual(CLIError.noFuseDevice.exitCode, 14)
         XCTAssertEqual(CLIError.mountpointNotEmptyDirectory("/m").exitCode, 15)
         XCTAssertEqual(CLIError.alreadyMounted("/m").exitCode, 16)
+        XCTAssertEqual(CLIError.vaultAlreadyMounted(mountpoint: nil, pid: 1).exitCode, 16)
         XCTAssertEqual(CLIError.mountBusy("/m").exitCode, 17)
         XCTAssertEqual(CLIError.notMounted("/m").exitCode, 18)
         XCTAssertEqual(CLIError.fsckFoundDamage(problems: 1).exitCode, 21)

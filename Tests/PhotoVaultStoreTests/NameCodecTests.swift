@@ -144,6 +144,7 @@ final class NameCodecTests: XCTestCase {
 
     func testInternalEntries() {
         XCTAssertTrue(NameCodec.isInternal(".pvdir"))
+        XCTAssertTrue(NameCodec.isInternal(".pvmount"))
         XCTAssertTrue(NameCodec.isInternal(".pvtmp-0123456789abcdef"))
         XCTAssertTrue(NameCodec.isInternal("~abc.name"))
         XCTAssertTrue(NameCodec.isInternal("."))

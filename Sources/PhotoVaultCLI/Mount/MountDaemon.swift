@@ -58,8 +58,18 @@ enum MountDaemon {
         // the tree while it is mounted. Offline writers (import, class set, fsck --repair)
         // take this lock exclusively: a shared lock held until unmount makes them fail with
         // 'store busy', while offline readers (export, fsck) still run (docs/OFFLINE.md).
+        // Two daemons would race each other the same way, and the shared lock does not keep
+        // them apart: the exclusive mount lock, taken first and only by daemons, does. Taken
+        // before the shared one, so that finding the other daemon does not find this one.
+        let mountLock: TreeLock?
         let treeLock: TreeLock
-        do { treeLock = try TreeLock(root: tree.root, mode: .shared) } catch {
+        do {
+            do { mountLock = try TreeLock.mount(root: tree.root) } catch StoreError.storeBusy {
+                throw TreeLockHolder.alreadyMounted(treeRoot: tree.root, store: settings.store,
+                                                    treeTag: RuntimeRegistry.treeTag(treeID))
+            }
+            treeLock = try TreeLock(root: tree.root, mode: .shared)
+        } catch {
             keyring.wipeAll()
             return fail(reporter, error)
         }
@@ -127,6 +137,7 @@ enum MountDaemon {
         control?.stop()
         registry.unregister(mountpoint: canonicalMP)
         treeLock.release()
+        mountLock?.release()
         log("unmounted \(canonicalMP); keys zeroed")
         return code
     }

@@ -38,7 +38,7 @@ enum MountFlow {
         defer { opened.masterKey.wipe() }
         let tag = RuntimeRegistry.treeTag(opened.treeID)
         if let other = RuntimeRegistry().entries().first(where: { $0.store == settings.store && $0.treeTag == tag }) {
-            throw CLIError.alreadyMounted(other.mountpoint)
+            throw CLIError.vaultAlreadyMounted(mountpoint: other.mountpoint, pid: other.pid)
         }
         if settings.foreground {
             return MountDaemon.serve(settings: settings, masterKey: opened.masterKey.copy(), treeID: opened.treeID,

@@ -1,7 +1,8 @@
 import Foundation
 import PhotoVaultStore
 
-/// Which mount holds a user tree's lock, asked after an offline writer got 'store busy'.
+/// Which mount holds a user tree's lock, asked after an offline writer got 'store busy' or a
+/// second mount of the tree met the first one's mount lock.
 /// A mount daemon holds a shared flock on the tree root while mounted (MountDaemon.serve);
 /// an offline writer holds an exclusive one, an offline reader a shared one.
 enum TreeLockHolder {
@@ -36,6 +37,12 @@ enum TreeLockHolder {
             if argv.dropFirst().contains("mount") { return Mount(pid: pid, mountpoint: nil) }   // foreground
         }
         return nil
+    }
+
+    /// Why a mount was refused by the mount lock of another daemon of the same tree.
+    static func alreadyMounted(treeRoot: String, store: String, treeTag: String) -> CLIError {
+        let holder = mount(treeRoot: treeRoot, store: store, treeTag: treeTag)
+        return .vaultAlreadyMounted(mountpoint: holder?.mountpoint, pid: holder?.pid)
     }
 
     /// Pids holding a shared flock on an inode, from /proc/locks

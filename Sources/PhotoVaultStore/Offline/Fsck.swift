@@ -99,7 +99,7 @@ public final class Fsck {
                 let name = e.name
                 let sp = Walk.join(storePath, name)
                 let shownInDir = Walk.join(dir.path.description, name)   // plaintext dir + ciphertext entry
-                if name == DirectoryInfo.fileName { continue }
+                if name == DirectoryInfo.fileName || (isRoot && name == TreeLock.mountLockName) { continue }
                 if name.hasPrefix(AtomicFile.tempPrefix) {
                     report(shownInDir, sp, .leftoverTemp, "temp file of an interrupted write")
                     if repair { removeTemp(dir.fd, e, storePath: sp) }
