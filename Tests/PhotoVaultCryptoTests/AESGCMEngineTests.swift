@@ -76,6 +76,24 @@ final class AESGCMEngineTests: XCTestCase {
     /// it verbatim: it must be found only in locked mappings while in use, and nowhere once
     /// the cipher is wiped.
     func testLibcryptoKeyScheduleLivesInLockedMemoryAndDiesWithTheKey() throws {
+        // The search runs in a fresh copy of this test binary: earlier tests of this process
+        // (in-process mounts with 1 MiB FUSE buffers) leave freed heap memory that the scan's
+        // own copies land in, which made the result depend on test order.
+        if getenv("PHOTOVAULT_MEMSCAN_CHILD") == nil {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            p.arguments = ["PhotoVaultCryptoTests.AESGCMEngineTests/testLibcryptoKeyScheduleLivesInLockedMemoryAndDiesWithTheKey"]
+            p.environment = ProcessInfo.processInfo.environment.merging(["PHOTOVAULT_MEMSCAN_CHILD": "1"]) { $1 }
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = out
+            try p.run()
+            let log = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            XCTAssertTrue(log.contains("Executed 1 test, with 0 failures"), log)
+            XCTAssertEqual(p.terminationStatus, 0, log)
+            return
+        }
         let key = SecureBytes(randomCount: 32)   // never copied into ordinary memory
         let needle = key.withUnsafeBytes { Array($0) }   // the search's own copy...
         let cipher = ChunkCipher(cipher: .aes256gcm, key: key, fileID: SecureRandom.bytes(16))
@@ -136,6 +154,9 @@ enum ProcessMemory {
                     i = offset + 1
                 }
             }
+            // The copy holds whatever the mapping held (key bytes included): zero it, or the
+            // next search finds this copy in freed heap memory.
+            region.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) }
         }
         return hits
     }

@@ -175,6 +175,10 @@ final class Sandbox {
     static let password = "correct horse battery"
 
     init(_ name: String = "pv") {
+        // Every command inherits this process's umask. The in-process FS tests (same test
+        // binary, run in an order SwiftPM does not fix) leave it at 0, as a mount daemon must;
+        // the tools driven here expect a user's usual 022.
+        umask(0o022)
         root = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8))"
         try! FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         store = root + "/store"
