@@ -39,16 +39,12 @@ enum LibcryptoHeap {
                                  { p, _, _ in LibcryptoHeap.release(p) }) == 1
     }()
 
-    /// Allocations served from locked slots so far (tests).
-    nonisolated(unsafe) static var slotAllocations = 0
-
     static func allocate(_ n: Int) -> UnsafeMutableRawPointer? {
         let total = n + headerSize
         let base: UnsafeMutableRawPointer
         let kind: Int
         if let s = SecureSlots.allocate(total) {
             base = s; kind = slotKind
-            slotAllocations &+= 1
         } else {
             guard let m = malloc(total) else { return nil }
             base = m; kind = heapKind
