@@ -416,11 +416,13 @@ settle() {  # end of a timed write phase: data handed to the backing fs (and on 
 
 # ----------------------------------------------------------------------------- phases
 # Each runs for the selected system.  Return 1 only if the system became unusable.
+# Untimed: free and compact memory. Writing or reading 1 GiB right after the previous
+# system's files were deleted sometimes hit the kernel's allocation slow path (measured:
+# 3-5x the CPU seconds, for every system in turn), which made these phases mostly noise.
+settle_memory() { drop_caches; [ -w /proc/sys/vm/compact_memory ] && echo 1 > /proc/sys/vm/compact_memory; return 0; }
+
 ph_seqwrite() {
-  # Untimed: free and compact memory first. Writing 1 GiB into tmpfs right after the previous
-  # system's files were deleted sometimes hit the kernel's allocation slow path (measured:
-  # 3-5x the CPU seconds, for every system in turn), which made this phase mostly noise.
-  drop_caches; [ -w /proc/sys/vm/compact_memory ] && echo 1 > /proc/sys/vm/compact_memory
+  settle_memory
   t_start; dd if=/dev/zero of="$V/seq.bin" bs=1M count="$SIZE_MB" conv=fsync status=none; t_stop $?
   rec seqwrite_MiBps "$(rate "$SIZE_MB" "$DT")" MiB/s; rec_cpu seqwrite
 }
@@ -428,6 +430,7 @@ ph_seqwrite() {
 ph_seqread() {
   [ -f "$V/seq.bin" ] || { log "seqread: no seq.bin (needs seqwrite)"; return 0; }
   cold || return 1
+  settle_memory
   t_start; dd if="$V/seq.bin" of=/dev/null bs=1M status=none; t_stop $?
   rec seqread_MiBps "$(rate "$SIZE_MB" "$DT")" MiB/s; rec_cpu seqread
   rm -f "$V/seq.bin"
