@@ -47,6 +47,61 @@ final class OfflineLiveMountTests: XCTestCase {
         sb.assertNoPlaintext(["streams", "in.bin", "other", "photovault-import"])
     }
 
+    /// Without --force an existing file is refused through the mount exactly as offline:
+    /// exit 20 naming the first conflict in the offline order (sources as given, entries
+    /// sorted), what comes before it copied, nothing after it, the existing file untouched.
+    func testImportRefusesAnExistingFileThroughTheLiveMountAsOffline() {
+        let (sb, src) = T.sandboxWithTree("pv-live-exists")
+        XCTAssertEqual(T.pv(sb, ["import", src, "/off"]).status, 0)
+        var mp = sb.mount()
+        let first = T.pv(sb, ["import", src, "/live"])
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertEqual(first.stderr, "imported through the live mount at \(mp)\n")
+        let imported = T.checksums(sb, mp + "/live/src")
+        XCTAssertEqual(imported, T.checksums(sb, src))
+        let bigBefore = sb.ok("sha256sum < \(Sandbox.quote(mp))/live/src/2024/big.bin")
+        sb.unmount(mp)
+
+        // New entries before and after the first conflict (2024/big.bin), which changes too.
+        let q = Sandbox.quote(src)
+        sb.ok("""
+        set -e
+        echo before > \(q)/0new.txt; echo before > \(q)/2024/a-new.txt
+        echo after > \(q)/2024/zz-new.txt; echo after > \(q)/zz.txt; mkdir \(q)/zz-dir
+        head -c 1000 /dev/urandom > \(q)/2024/big.bin
+        """)
+        let offline = T.pv(sb, ["import", src, "/off"])
+        XCTAssertEqual(offline.status, 20, offline.stderr)
+        XCTAssertEqual(offline.stderr, "photovault: already exists: /off/src/2024/big.bin (use --force to overwrite)\n")
+
+        mp = sb.mount()
+        let again = T.pv(sb, ["import", src, "/live"])
+        XCTAssertEqual(again.status, 20, again.stderr)
+        XCTAssertEqual(again.stderr, "photovault: already exists: /live/src/2024/big.bin (use --force to overwrite)\n")
+        // The same files as offline: the two before the conflict, none after, big.bin unchanged.
+        XCTAssertEqual(T.checksums(sb, mp + "/live/src"), T.checksums(sb, mp + "/off/src"))
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(mp))/live/src && cat 0new.txt 2024/a-new.txt && ls -A"),
+                       "before\nbefore\n0new.txt\n2024\nempty\nempty-dir\nnotes.txt\nphoto.jpg\nrun.sh\n")
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))/live/src/2024"), "a-new.txt\nbig.bin\nraw\n")
+        XCTAssertEqual(sb.ok("sha256sum < \(Sandbox.quote(mp))/live/src/2024/big.bin"), bigBefore)
+
+        // A file in the way of a directory is refused too (offline does not merge into it),
+        // after the missing 0new.txt before it is copied again.
+        sb.ok("cd \(Sandbox.quote(mp))/live/src && rm -r 0new.txt 2024 && echo file > 2024")
+        let inTheWay = T.pv(sb, ["import", src, "/live"])
+        XCTAssertEqual(inTheWay.status, 20, inTheWay.stderr)
+        XCTAssertEqual(inTheWay.stderr, "photovault: already exists: /live/src/2024 (use --force to overwrite)\n")
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(mp))/live/src && cat 2024 0new.txt"), "file\nbefore\n")
+        sb.ok("rm \(Sandbox.quote(mp))/live/src/2024")
+
+        // --force copies everything, replacing the existing files.
+        let forced = T.pv(sb, ["import", "--force", src, "/live"])
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        XCTAssertEqual(T.checksums(sb, mp + "/live/src"), T.checksums(sb, src))
+        sb.unmount(mp)
+        XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
+    }
+
     func testImportWithClassThroughTheLiveMount() {
         let (sb, src) = T.sandboxWithTree("pv-live-class")
         let mp = sb.mount()

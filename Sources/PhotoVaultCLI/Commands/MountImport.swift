@@ -62,26 +62,48 @@ extension MountRoute {
     }
 
     /// `import SOURCE... DEST`: `cp -R` into DEST (created if missing), each SOURCE under
-    /// its own name as offline (`dir/.` lands under dir's real name). Without `force`
-    /// existing files are kept (`cp -n`). With a class, every file the copy created or
-    /// replaced then gets it; directories keep the default class they got from their
-    /// parent and symlinks have none, exactly as offline. The class is set after the copy
-    /// (cp cannot set it first), which changes only the header and keeps the times cp set.
+    /// its own name as offline (`dir/.` lands under dir's real name). Without `force` the
+    /// sources are first walked against the mount in the offline importer's order (sources
+    /// as given, each directory's entries sorted by name): an existing file or symlink, or
+    /// a file, symlink or directory in the way of the other kind, is the offline `exists`
+    /// error (exit 20). Then, as offline, only what comes before that first conflict is
+    /// copied (existing directories are merged) and the error is thrown; without a
+    /// conflict one `cp -R -n` copies everything. With a class, every file the copy
+    /// created or replaced then gets it; directories keep the default class they got from
+    /// their parent and symlinks have none, exactly as offline. The class is set after the
+    /// copy (cp cannot set it first), which changes only the header and keeps the times cp set.
     static func copy(_ sources: [String], to mp: String, dest: VaultPath, class cls: ProtectionClass?, force: Bool) throws {
         try makeDirectories(mp, dest)
-        let destDir = path(mp, dest)
-        var resolved: [String] = []
-        var targets: [ClassTarget] = []
+        let destDir = Array(path(mp, dest).utf8)
+        var resolved: [[UInt8]] = []
+        var plan = CopyPlan()
         for source in sources {
             let (dir, name) = try Importer.split(source)
-            resolved.append(StorePath.join(dir, name))
-            if cls != nil {
-                collect(Array(StorePath.join(dir, name).utf8), landing: Array(StorePath.join(destDir, name).utf8),
-                        force: force, into: &targets)
+            resolved.append(Array(StorePath.join(dir, name).utf8))
+            if !force && plan.conflict == nil {
+                _ = plan.walk(resolved[resolved.count - 1], vault: dest.appending(Array(name.utf8)), into: destDir)
             }
         }
-        let (status, out) = MountFlow.runTool(["cp", "-R", "--preserve=mode,timestamps", force ? "-f" : "-n"]
-                                              + resolved + [destDir + "/"])
+        if plan.conflict == nil { plan.jobs = [(resolved, destDir)] }
+        var targets: [ClassTarget] = []
+        var status: Int32 = 0
+        var out = ""
+        for (all, into) in plan.jobs {
+            // cp takes String arguments: an entry before the conflict whose local or mount
+            // path is not UTF-8 (only a child name read from disk can be) is not copied.
+            let srcs = all.filter { String(validating: $0, as: UTF8.self) != nil }
+            guard !srcs.isEmpty, String(validating: into, as: UTF8.self) != nil else { continue }
+            if cls != nil {
+                for src in srcs {
+                    collect(src, landing: into + [47] + (src.split(separator: 47).last.map(Array.init) ?? []),
+                            force: force, into: &targets)
+                }
+            }
+            (status, out) = MountFlow.runTool(["cp", "-R", "--preserve=mode,timestamps", force ? "-f" : "-n"]
+                                              + srcs.map { String(decoding: $0, as: UTF8.self) }
+                                              + [String(decoding: into, as: UTF8.self) + "/"])
+            if status != 0 { break }
+        }
         if let c = cls {
             // After a failed copy, only the files it created are sure to be new copies.
             for t in targets where status == 0 || !t.existed {
@@ -90,6 +112,49 @@ extension MountRoute {
             }
         }
         guard status == 0 else { throw CLIError.failed("copy through the mount failed: \(out.trimmedWhitespace())") }
+        if let conflict = plan.conflict { throw StoreError.exists(conflict.description) }
+    }
+
+    /// The offline importer's walk without `force`, done on the mount before any copy: the
+    /// first entry it would refuse (`conflict`) and the `cp -R` runs (local sources, mount
+    /// directory) that copy exactly what it would have copied before refusing.
+    struct CopyPlan {
+        var jobs: [(sources: [[UInt8]], into: [UInt8])] = []
+        var conflict: VaultPath?
+
+        /// Walks local `src`, landing at `vault` (mount directory `into` + its name).
+        /// Returns true at the first conflict.
+        mutating func walk(_ src: [UInt8], vault: VaultPath, into: [UInt8]) -> Bool {
+            let name = vault.lastName ?? []
+            let landing = into + [47] + name
+            var st = stat(), there = stat()
+            // An unreadable source, or nothing in the way: copied (cp reports its own errors).
+            guard lstat(src.map { CChar(bitPattern: $0) } + [0], &st) == 0,
+                  lstat(landing.map { CChar(bitPattern: $0) } + [0], &there) == 0 else {
+                add(src, into: into)
+                return false
+            }
+            if OfflineSys.isDirectory(st) {
+                // Merged like cp -r; a file or symlink in the way is an error, as offline.
+                guard OfflineSys.isDirectory(there) else { conflict = vault; return true }
+                let fd = Glibc.open(src.map { CChar(bitPattern: $0) } + [0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                guard fd >= 0 else { add(src, into: into); return false }
+                defer { close(fd) }
+                for e in (try? OfflineSys.list(fd)) ?? [] {   // sorted by name, as offline
+                    if walk(src + [47] + e.raw, vault: vault.appending(e.raw), into: landing) { return true }
+                }
+                return false
+            }
+            // Offline skips FIFOs, sockets and devices; an existing file or symlink is refused.
+            guard OfflineSys.isRegular(st) || (st.st_mode & S_IFMT) == S_IFLNK else { return false }
+            conflict = vault
+            return true
+        }
+
+        private mutating func add(_ src: [UInt8], into: [UInt8]) {
+            if let last = jobs.last, last.into == into { jobs[jobs.count - 1].sources.append(src) }
+            else { jobs.append(([src], into)) }
+        }
     }
 
     /// A regular file the copy will write, and whether it was there before (then it is
