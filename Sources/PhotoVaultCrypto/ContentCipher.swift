@@ -1,5 +1,4 @@
 import CSodium
-import Glibc
 
 /// The AEAD that seals file chunks. Chosen per store at `init` and recorded in the store config.
 public enum ContentCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
@@ -43,9 +42,9 @@ public final class ChunkCipher: @unchecked Sendable {
     /// AES-256-GCM through libcrypto (`AESGCMEngine`): contexts keyed on first use.
     private let gcm: LibcryptoGCM?
     /// AES-256-GCM through libsodium: the expanded key schedule (`beforenm`), in secure
-    /// memory. Also the fallback should libcrypto ever fail an operation.
-    private var aesStateLock = pthread_mutex_t()
-    private var aesStateStorage: SecureBytes?
+    /// memory. Also the fallback should libcrypto ever fail an operation, so it is built with
+    /// the cipher (a slot and a microsecond per open) rather than behind a lock per chunk.
+    private let aesState: SecureBytes?
 
     public init(cipher: ContentCipher, key: SecureBytes, fileID: [UInt8]) {
         precondition(key.count == ContentCipher.keySize && fileID.count == 16)
@@ -54,28 +53,16 @@ public final class ChunkCipher: @unchecked Sendable {
         self.fileID = fileID
         self.key = key
         gcm = cipher == .aes256gcm && AESGCMEngine.current == .libcrypto ? LibcryptoGCM(key: key) : nil
-        pthread_mutex_init(&aesStateLock, nil)
-    }
-
-    deinit { pthread_mutex_destroy(&aesStateLock) }
-
-    private func withStateLock<R>(_ body: () -> R) -> R {
-        pthread_mutex_lock(&aesStateLock); defer { pthread_mutex_unlock(&aesStateLock) }
-        return body()
-    }
-
-    /// The libsodium AES state, computed on first use.
-    private var aesState: SecureBytes {
-        withStateLock {
-            if let s = aesStateStorage { return s }
+        if cipher == .aes256gcm {
             let st = SecureBytes(count: MemoryLayout<crypto_aead_aes256gcm_state>.size)
             st.withUnsafeMutableBytes { s in
                 precondition(Int(bitPattern: s.baseAddress!) % 16 == 0, "AES-GCM state must be 16-byte aligned")
                 _ = crypto_aead_aes256gcm_beforenm(s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self),
                                                    key.unsafePointer)
             }
-            aesStateStorage = st
-            return st
+            aesState = st
+        } else {
+            aesState = nil
         }
     }
 
@@ -85,7 +72,7 @@ public final class ChunkCipher: @unchecked Sendable {
     public func wipe() {
         key.wipe()
         gcm?.wipe()
-        withStateLock { aesStateStorage?.wipe() }
+        aesState?.wipe()
     }
 
     @inline(__always)
@@ -110,7 +97,7 @@ public final class ChunkCipher: @unchecked Sendable {
             switch cipher {
             case .aes256gcm:
                 if let g = gcm, g.seal(m, count, ad: ad, adCount: 24, nonce: o, into: o + ns, tag: o + ns + count) { return }
-                aesState.withUnsafeBytes { s in
+                aesState!.withUnsafeBytes { s in
                     _ = crypto_aead_aes256gcm_encrypt_detached_afternm(
                         o + ns, o + ns + count, &maclen, m, UInt64(count), ad, 24, nil, o,
                         s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))
@@ -138,7 +125,7 @@ public final class ChunkCipher: @unchecked Sendable {
                 if let g = gcm, let rc = g.open(s + ns, count, tag: s + ns + count, ad: ad, adCount: 24, nonce: s, into: o) {
                     return rc
                 }
-                return aesState.withUnsafeBytes { st in
+                return aesState!.withUnsafeBytes { st in
                     crypto_aead_aes256gcm_decrypt_detached_afternm(
                         o, nil, s + ns, UInt64(count), s + ns + count, ad, 24, s,
                         st.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))
