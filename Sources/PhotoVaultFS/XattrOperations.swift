@@ -12,7 +12,7 @@ import PhotoVaultCrypto
 /// nothing, writing a robots attribute its own value succeeds, writing it anything else is
 /// refused (EPERM), and writing the class attribute changes the class (valid names only).
 extension VaultFileSystem {
-    static let classAttribute = "user.photovault.class"
+    public static let classAttribute = "user.photovault.class"
     /// Fixed on every directory: tell indexers (tracker, baloo) and backup tools to keep out
     /// of the plaintext view.
     static let robotAttributes = ["user.xdg.robots.index", "user.xdg.robots.backup"]

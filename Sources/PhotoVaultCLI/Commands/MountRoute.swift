@@ -1,5 +1,6 @@
 import Foundation
 import PhotoVaultCrypto
+import PhotoVaultFS
 import PhotoVaultStore
 import CLinux
 
@@ -9,7 +10,7 @@ import CLinux
 /// out). Everything here works on plaintext paths under the mountpoint and keeps the offline
 /// semantics; the mount encrypts whatever is written, temp files included.
 enum MountRoute {
-    static let classAttribute = "user.photovault.class"
+    static let classAttribute = VaultFileSystem.classAttribute
     /// Temp file of `import -`. Any plaintext name is encrypted by the mount, so this one is
     /// an ordinary (visible) entry, not a hidden `.pvtmp-` one; the random part keeps it from
     /// clashing with a real file or another import.
