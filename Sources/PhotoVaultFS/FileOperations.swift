@@ -64,7 +64,7 @@ extension VaultFileSystem {
 
     /// Creates backing file `backing` in `p` with fresh content; returns it acquired once for writing.
     func createFile(_ p: Inode, _ backing: [UInt8], plain: [UInt8], mode: mode_t) throws -> (Inode, stat, ContentState) {
-        let fd = Syscall.openat(p.fd, backing, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode & 0o7777)
+        let fd = Syscall.openat(p.fd, backing, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode & Self.fileModeBits)
         guard fd >= 0 else { throw FSError.last() }
         let path = childPath(p.nodeID, plain)
         let file: FileContent

@@ -40,6 +40,7 @@ extension VaultFileSystem {
     func presented(_ st: stat, _ node: Inode) -> stat {
         var a = st
         if node.isRegular {
+            a.st_mode &= ~(S_ISUID | S_ISGID)   // never kept (a store from elsewhere may have them)
             let open = node.stateLock.withLock { node.content }
             if let c = open, let s = try? c.size() {
                 a.st_size = off_t(s)
@@ -121,7 +122,7 @@ extension VaultFileSystem {
             let proc = Syscall.procPath(node.fd)
             if valid & FUSE_SET_ATTR_MODE != 0 {
                 guard !node.isSymlink else { throw FSError.notSupported }
-                guard chmod(proc, a.st_mode & 0o7777) == 0 else { throw FSError.last() }
+                guard chmod(proc, a.st_mode & (node.isRegular ? Self.fileModeBits : 0o7777)) == 0 else { throw FSError.last() }
             }
             if valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
                 let uid = valid & FUSE_SET_ATTR_UID != 0 ? a.st_uid : uid_t.max

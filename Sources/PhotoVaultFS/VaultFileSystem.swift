@@ -2,6 +2,7 @@ import Glibc
 import CFuse
 import PhotoVaultCrypto
 import PhotoVaultStore
+import Synchronization
 
 /// The mounted vault: a libfuse3 low-level filesystem showing one user's plaintext tree
 /// while only ciphertext is written to the backing directory.
@@ -26,6 +27,11 @@ public final class VaultFileSystem: @unchecked Sendable {
     private var refusingOpens = false
     /// Read under `gate`.
     var isWiped: Bool { wiped }
+    /// The /dev/fuse hooks that negotiate what libfuse 3.14 cannot.
+    let deviceIO = DeviceIO()
+    /// GETXATTR requests for a `security.*` name: the kernel's capability probe before a
+    /// write, which `DeviceIO` makes a once-per-file question. Tests read it.
+    let securityQueries = Atomic<Int>(0)
 
     /// Called at the start of every request (idle timer). Set before `mount()`.
     public var onActivity: (@Sendable () -> Void)?
@@ -101,6 +107,7 @@ public final class VaultFileSystem: @unchecked Sendable {
             fuse_session_destroy(se)
             throw MountError.mountFailed(mp)
         }
+        if !DeviceIO.install(on: se) { log("could not hook /dev/fuse; every write will ask for security.capability") }
         lifecycle.withLock {
             session = se
             mounted = true

@@ -20,13 +20,19 @@ class EncryptedMountTests: XCTestCase {
     var writebackCache: Bool { false }
 
     override func setUpWithError() throws {
-        let wb = writebackCache
-        h = try MountHarness(options: { MountOptions(mountpoint: $0, writebackCache: wb) }, prepare: { root in
-            try UserTree.initialiseRoot(at: root, keyring: UserKeyring(masterKey: SecureBytes(copying: self.master)))
+        h = try Self.startEncrypted(master: master, writebackCache: writebackCache)
+    }
+
+    /// A started in-process mount of a fresh encrypted tree under `master`.
+    static func startEncrypted(master: [UInt8], writebackCache: Bool = false) throws -> MountHarness {
+        let h = try MountHarness(options: { MountOptions(mountpoint: $0, writebackCache: writebackCache) }, prepare: { root in
+            try UserTree.initialiseRoot(at: root, keyring: UserKeyring(masterKey: SecureBytes(copying: master)))
         }, make: { root, options, log in
-            try VaultFileSystem(tree: self.makeTree(root), options: options, log: log)
+            let tree = UserTree(root: root, keyring: UserKeyring(masterKey: SecureBytes(copying: master)), layout: layout)
+            return try VaultFileSystem(tree: tree, options: options, log: log)
         })
         try h.start()
+        return h
     }
 
     override func tearDown() {

@@ -1,0 +1,64 @@
+import Foundation
+import XCTest
+import Synchronization
+import PhotoVaultCrypto
+@testable import PhotoVaultFS
+
+/// What the kernel asks, counted by the daemon (`DeviceIO`): one round trip per write with
+/// no capability probe, no FLUSH on close, no LOOKUP after a listing; and no setuid/setgid
+/// bits to drop.
+final class KernelRequestTests: XCTestCase {
+    static let opLookup: UInt32 = 1, opOpen: UInt32 = 14, opFlush: UInt32 = 25, opReaddirplus: UInt32 = 44
+
+    var h: MountHarness!
+
+    override func setUpWithError() throws {
+        h = try EncryptedMountTests.startEncrypted(master: SecureRandom.bytes(32))
+    }
+
+    override func tearDown() {
+        h?.cleanUp()
+        h = nil
+    }
+
+    func testSmallWritesDoNotProbeCapabilitiesEachTime() throws {
+        let before = h.fs.securityQueries.load(ordering: .acquiring)
+        // 300 separate 4 KiB writes into two files (dd writes once per block).
+        h.shell("""
+        dd if=/dev/urandom of="$B/../src" bs=4k count=300 status=none
+        dd if="$B/../src" of="$M/a.bin" bs=4k status=none
+        dd if="$B/../src" of="$M/b.bin" bs=4k conv=notrunc status=none
+        dd if="$B/../src" of="$M/b.bin" bs=4k conv=notrunc seek=7 count=50 status=none
+        cmp "$B/../src" "$M/a.bin"
+        cmp -n 28672 "$B/../src" "$M/b.bin"
+        """)
+        // (INIT is answered after the mount appears, so ask only once requests have run.)
+        XCTAssertTrue(h.fs.deviceIO.killprivV2.load(ordering: .acquiring),
+                      "the INIT reply should ask for FUSE_HANDLE_KILLPRIV_V2 (kernel 5.11 or later offers it)")
+        let asked = h.fs.securityQueries.load(ordering: .acquiring) - before
+        // The kernel asks once per inode, then remembers there is nothing to drop (S_NOSEC).
+        XCTAssertLessThanOrEqual(asked, 2, "security.capability asked \(asked) times for 650 writes to 2 files")
+    }
+
+    func testSetIDBitsAreNotKeptOnFiles() throws {
+        let out = h.shell("""
+        echo data > "$M/tool"
+        chmod 4755 "$M/tool"; stat -c %a "$M/tool"
+        chmod 2750 "$M/tool"; stat -c %a "$M/tool"
+        chmod 1644 "$M/tool"; stat -c %a "$M/tool"
+        mkdir "$M/shared"; chmod 2775 "$M/shared"; stat -c %a "$M/shared"
+        python3 -c 'import os,sys; os.close(os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o6755))' "$M/created"
+        stat -c %a "$M/created"
+        """)
+        XCTAssertEqual(out.split(separator: "\n"), ["755", "750", "1644", "2775", "755"])
+        // The backing files do not carry them either.
+        let modes = h.shell(#"find "$B" -type f -perm /6000 | wc -l"#)
+        XCTAssertEqual(modes.trimmingCharacters(in: .whitespacesAndNewlines), "0")
+    }
+
+    func testSecurityAttributesAreNotStored() throws {
+        let r = h.shellStatus(#"echo x > "$M/f"; setfattr -n security.capability -v 0sAQAAAgAgAAAAAAAAAAAAAAAAAAA= "$M/f""#)
+        XCTAssertNotEqual(r.status, 0, "a security.* attribute must be refused")
+        XCTAssertTrue(r.err.contains("not supported"), r.err)
+    }
+}
