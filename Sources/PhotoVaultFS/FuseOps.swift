@@ -86,9 +86,13 @@ extension VaultFileSystem {
         var want = conn.pointee.want
         // Splice buys nothing: every byte is encrypted or decrypted in user space.
         want &= ~UInt32(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
+        // Always READDIRPLUS, never the kernel's "auto" mode: auto sends plus only for the
+        // first batch of a listing and then one LOOKUP per remaining entry, which a file
+        // manager or thumbnailer (list, then open every file) pays for thousands of times.
         if capable & UInt32(FUSE_CAP_READDIRPLUS) != 0 {
-            want |= UInt32(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO)
+            want |= UInt32(FUSE_CAP_READDIRPLUS)
         }
+        want &= ~UInt32(FUSE_CAP_READDIRPLUS_AUTO)
         if options.writebackCache && capable & UInt32(FUSE_CAP_WRITEBACK_CACHE) != 0 {
             want |= UInt32(FUSE_CAP_WRITEBACK_CACHE)
         } else {

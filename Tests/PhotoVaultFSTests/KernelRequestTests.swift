@@ -61,4 +61,26 @@ final class KernelRequestTests: XCTestCase {
         XCTAssertNotEqual(r.status, 0, "a security.* attribute must be refused")
         XCTAssertTrue(r.err.contains("not supported"), r.err)
     }
+
+    func testClosingAFileSendsNoFlush() throws {
+        let io = h.fs.deviceIO
+        let opens = io.requests(Self.opOpen), flushes = io.requests(Self.opFlush)
+        h.shell(#"for i in $(seq 1 40); do echo "photo $i" > "$M/p$i"; done; cat "$M"/p* > /dev/null; for i in 1 2 3; do cat "$M/p$i" > /dev/null; done"#)
+        XCTAssertGreaterThanOrEqual(io.requests(Self.opOpen) - opens, 43, "the opens should have been counted")
+        XCTAssertEqual(io.requests(Self.opFlush) - flushes, 0, "close() should not wait for a FLUSH")
+    }
+
+    func testReadingAfterAListingNeedsNoLookups() throws {
+        h.shell(#"mkdir "$M/roll"; for i in $(seq -w 1 600); do echo "$i" > "$M/roll/IMG_$i.JPG"; done"#)
+        // Make the kernel forget the entries (dentries and inodes; the daemon gets FORGETs).
+        h.shell("sync; echo 2 > /proc/sys/vm/drop_caches")
+        let io = h.fs.deviceIO
+        let lookups = io.requests(Self.opLookup), plus = io.requests(Self.opReaddirplus)
+        // A thumbnailer: list, then open every file.
+        let out = h.shell(#"cd "$M/roll" && printf '%s\0' * | xargs -0 head -q -c 16 | wc -l"#)
+        XCTAssertEqual(out.trimmingCharacters(in: .whitespacesAndNewlines), "600")
+        XCTAssertGreaterThan(io.requests(Self.opReaddirplus) - plus, 0, "the listing should use READDIRPLUS")
+        // "auto" READDIRPLUS would answer the first batch only and LOOKUP the other ~400.
+        XCTAssertLessThanOrEqual(io.requests(Self.opLookup) - lookups, 5, "files of a fresh listing were looked up again")
+    }
 }
