@@ -158,7 +158,7 @@ public final class ContentFile: @unchecked Sendable {
         var wholeFirst = first, wholeLast = last
         var failed: UInt64? = nil
         func outOffset(_ i: UInt64) -> Int { Int(max(offset, i * cs) - offset) }
-        for i in Set([first, last]) {
+        for i in first == last ? [first] : [first, last] {
             let chunkStart = i * cs
             let plainLen = Int(min(cs, size - chunkStart))
             let from = max(offset, chunkStart)
