@@ -14,10 +14,13 @@ public struct MountOptions: Sendable {
     public var writebackCache: Bool
     /// Entry and attribute cache lifetime in the kernel, seconds.
     public var cacheTimeout: Double
+    /// Read-ahead window to ask for, KiB (0: keep the kernel's 128 KiB). Takes effect only
+    /// when the daemon may write the mount's bdi attribute (root); see `ReadAhead`.
+    public var readAheadKB: Int
 
     public init(mountpoint: String, readOnly: Bool = false, allowOther: Bool = false,
                 fsName: String = "photovault", debug: Bool = false,
-                writebackCache: Bool = false, cacheTimeout: Double = 1.0) {
+                writebackCache: Bool = false, cacheTimeout: Double = 1.0, readAheadKB: Int = 1024) {
         self.mountpoint = mountpoint
         self.readOnly = readOnly
         self.allowOther = allowOther
@@ -25,5 +28,6 @@ public struct MountOptions: Sendable {
         self.debug = debug
         self.writebackCache = writebackCache
         self.cacheTimeout = cacheTimeout
+        self.readAheadKB = readAheadKB
     }
 }

@@ -32,6 +32,8 @@ public final class VaultFileSystem: @unchecked Sendable {
     /// GETXATTR requests for a `security.*` name: the kernel's capability probe before a
     /// write, which `DeviceIO` makes a once-per-file question. Tests read it.
     let securityQueries = Atomic<Int>(0)
+    /// The mount's read-ahead window after `mount()`, KiB (nil: unknown).
+    public private(set) var readAheadKB: Int?
 
     /// Called at the start of every request (idle timer). Set before `mount()`.
     public var onActivity: (@Sendable () -> Void)?
@@ -108,6 +110,7 @@ public final class VaultFileSystem: @unchecked Sendable {
             throw MountError.mountFailed(mp)
         }
         if !DeviceIO.install(on: se) { log("could not hook /dev/fuse; every write will ask for security.capability") }
+        readAheadKB = ReadAhead.raise(mountpoint: mp, to: options.readAheadKB)
         lifecycle.withLock {
             session = se
             mounted = true
@@ -208,18 +211,22 @@ public final class VaultFileSystem: @unchecked Sendable {
         table.openContents().filter { $0.protectionClass == cls }.reduce(0) { $0 + $1.writers }
     }
 
-    static func isMountPoint(_ path: String) -> Bool {
-        guard let f = fopen("/proc/self/mountinfo", "r") else { return false }
+    static func isMountPoint(_ path: String) -> Bool { mountDevice(path) != nil }
+
+    /// "MAJ:MIN" of the newest mount at `path` (from /proc/self/mountinfo), nil if none.
+    static func mountDevice(_ path: String) -> String? {
+        guard let f = fopen("/proc/self/mountinfo", "r") else { return nil }
         defer { fclose(f) }
         var line: UnsafeMutablePointer<CChar>?
         var cap = 0
         defer { free(line) }
         let resolved = realpath(path, nil).map { p -> String in defer { free(p) }; return String(cString: p) } ?? path
+        var found: String?
         while getline(&line, &cap, f) > 0 {
             let fields = String(cString: line!).split(separator: " ")
-            if fields.count > 4, unescapeMountField(String(fields[4])) == resolved { return true }
+            if fields.count > 4, unescapeMountField(String(fields[4])) == resolved { found = String(fields[2]) }
         }
-        return false
+        return found
     }
 
     /// mountinfo escapes space, tab, newline and backslash as octal.

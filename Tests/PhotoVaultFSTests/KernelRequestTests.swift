@@ -8,7 +8,7 @@ import PhotoVaultCrypto
 /// no capability probe, no FLUSH on close, no LOOKUP after a listing; and no setuid/setgid
 /// bits to drop.
 final class KernelRequestTests: XCTestCase {
-    static let opLookup: UInt32 = 1, opOpen: UInt32 = 14, opFlush: UInt32 = 25, opReaddirplus: UInt32 = 44
+    static let opLookup: UInt32 = 1, opOpen: UInt32 = 14, opRead: UInt32 = 15, opFlush: UInt32 = 25, opReaddirplus: UInt32 = 44
 
     var h: MountHarness!
 
@@ -82,5 +82,19 @@ final class KernelRequestTests: XCTestCase {
         XCTAssertGreaterThan(io.requests(Self.opReaddirplus) - plus, 0, "the listing should use READDIRPLUS")
         // "auto" READDIRPLUS would answer the first batch only and LOOKUP the other ~400.
         XCTAssertLessThanOrEqual(io.requests(Self.opLookup) - lookups, 5, "files of a fresh listing were looked up again")
+    }
+
+    func testSequentialReadsComeInLargeRequests() throws {
+        // Tests run as root, so the daemon may raise the mount's read-ahead window.
+        XCTAssertEqual(geteuid(), 0, "this test needs root, as the suite does")
+        XCTAssertEqual(h.fs.readAheadKB, 1024)
+        let dev = try XCTUnwrap(VaultFileSystem.mountDevice(h.mountpoint))
+        let kb = try String(contentsOfFile: "/sys/class/bdi/\(dev)/read_ahead_kb", encoding: .utf8)
+        XCTAssertEqual(kb.trimmingCharacters(in: .whitespacesAndNewlines), "1024")
+        h.shell(#"dd if=/dev/urandom of="$M/roll.raw" bs=1M count=16 status=none; sync; echo 1 > /proc/sys/vm/drop_caches"#)
+        let reads = h.fs.deviceIO.requests(Self.opRead)
+        h.shell(#"cat "$M/roll.raw" > /dev/null"#)
+        // 16 MiB in 128 KiB windows would be 128 READs; in 1 MiB windows about 16.
+        XCTAssertLessThanOrEqual(h.fs.deviceIO.requests(Self.opRead) - reads, 40)
     }
 }

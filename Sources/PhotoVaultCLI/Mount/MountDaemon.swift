@@ -77,6 +77,8 @@ enum MountDaemon {
                                    allowOther: settings.allowOther)
         // Experiment knob for benchmarks (PERFORMANCE.md): the kernel's writeback cache.
         if ProcessInfo.processInfo.environment["PHOTOVAULT_WRITEBACK_CACHE"] == "1" { options.writebackCache = true }
+        // And the read-ahead window (0: the kernel's default, what a mount by a non-root user gets).
+        if let kb = ProcessInfo.processInfo.environment["PHOTOVAULT_READ_AHEAD_KB"].flatMap({ Int($0) }) { options.readAheadKB = kb }
         let fs: VaultFileSystem
         do {
             fs = try VaultFileSystem(tree: tree, options: options, log: log)
