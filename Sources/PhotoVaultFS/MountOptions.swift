@@ -20,7 +20,7 @@ public struct MountOptions: Sendable {
 
     public init(mountpoint: String, readOnly: Bool = false, allowOther: Bool = false,
                 fsName: String = "photovault", debug: Bool = false,
-                writebackCache: Bool = false, cacheTimeout: Double = 1.0, readAheadKB: Int = 1024) {
+                writebackCache: Bool = false, cacheTimeout: Double = 1.0, readAheadKB: Int = 512) {
         self.mountpoint = mountpoint
         self.readOnly = readOnly
         self.allowOther = allowOther

