@@ -36,11 +36,18 @@ extension VaultFileSystem {
         return (p == "/" ? "" : p) + "/" + String(decoding: name, as: UTF8.self)
     }
 
+    /// `st_blksize` of regular files. `cp` sizes its buffer by it: with the backing file's
+    /// 4 KiB it writes 128 KiB per request, with 256 KiB it writes 256 KiB (half the round
+    /// trips; photo import 1.48x -> 1.68x gocryptfs, daemon CPU -13 %). Larger gains nothing
+    /// for `cp` and makes programs that buffer by it (Python's `open`) read more than asked.
+    static let preferredIOSize = blksize_t(256 << 10)
+
     /// The attributes the user sees: backing attributes with the plaintext size.
     func presented(_ st: stat, _ node: Inode) -> stat {
         var a = st
         if node.isRegular {
             a.st_mode &= ~(S_ISUID | S_ISGID)   // never kept (a store from elsewhere may have them)
+            a.st_blksize = Self.preferredIOSize
             let open = node.stateLock.withLock { node.content }
             if let c = open, let s = try? c.size() {
                 a.st_size = off_t(s)

@@ -8,7 +8,7 @@ import PhotoVaultCrypto
 /// no capability probe, no FLUSH on close, no LOOKUP after a listing; and no setuid/setgid
 /// bits to drop.
 final class KernelRequestTests: XCTestCase {
-    static let opLookup: UInt32 = 1, opOpen: UInt32 = 14, opRead: UInt32 = 15, opFlush: UInt32 = 25, opReaddirplus: UInt32 = 44
+    static let opLookup: UInt32 = 1, opOpen: UInt32 = 14, opRead: UInt32 = 15, opWrite: UInt32 = 16, opFlush: UInt32 = 25, opReaddirplus: UInt32 = 44
 
     var h: MountHarness!
 
@@ -97,5 +97,15 @@ final class KernelRequestTests: XCTestCase {
         // Measured: 64 READs with the kernel's 128 KiB window, 18 with 512 KiB.
         let n = h.fs.deviceIO.requests(Self.opRead) - reads
         XCTAssertLessThanOrEqual(n, 40, "\(n) READs for 16 MiB")
+    }
+
+    func testCopyingAPhotoInTakesLargeWrites() throws {
+        h.shell(#"head -c 4194304 /dev/urandom > "$B/../photo.jpg"; : > "$M/photo.jpg""#)
+        XCTAssertEqual(h.shell(#"stat -c %o "$M/photo.jpg""#).trimmingCharacters(in: .whitespacesAndNewlines), "262144")
+        let writes = h.fs.deviceIO.requests(Self.opWrite)
+        h.shell(#"cp "$B/../photo.jpg" "$M/photo.jpg"; cmp "$B/../photo.jpg" "$M/photo.jpg""#)
+        // cp writes 256 KiB at a time (16 requests); with a 4 KiB st_blksize it wrote 128 KiB (32).
+        let n = h.fs.deviceIO.requests(Self.opWrite) - writes
+        XCTAssertLessThanOrEqual(n, 20, "\(n) WRITEs for a 4 MiB copy")
     }
 }
