@@ -102,5 +102,7 @@ extension VaultFileSystem {
         conn.pointee.want = want
         conn.pointee.max_write = 1 << 20
         conn.pointee.max_readahead = 1 << 20
+        // Must equal the max_read mount option (libfuse checks).
+        if options.maxRead > 0 { conn.pointee.max_read = UInt32(options.maxRead) }
     }
 }

@@ -17,10 +17,15 @@ public struct MountOptions: Sendable {
     /// Read-ahead window to ask for, KiB (0: keep the kernel's 128 KiB). Takes effect only
     /// when the daemon may write the mount's bdi attribute (root); see `ReadAhead`.
     public var readAheadKB: Int
+    /// Largest READ request, bytes (`max_read`). 128 KiB: a read-ahead window arrives as
+    /// several requests that the worker threads open in parallel, instead of one 1 MiB
+    /// request on one thread (PERFORMANCE.md, change 11).
+    public var maxRead: Int
 
     public init(mountpoint: String, readOnly: Bool = false, allowOther: Bool = false,
                 fsName: String = "photovault", debug: Bool = false,
-                writebackCache: Bool = false, cacheTimeout: Double = 1.0, readAheadKB: Int = 512) {
+                writebackCache: Bool = false, cacheTimeout: Double = 1.0, readAheadKB: Int = 512,
+                maxRead: Int = 128 << 10) {
         self.mountpoint = mountpoint
         self.readOnly = readOnly
         self.allowOther = allowOther
@@ -29,5 +34,6 @@ public struct MountOptions: Sendable {
         self.writebackCache = writebackCache
         self.cacheTimeout = cacheTimeout
         self.readAheadKB = readAheadKB
+        self.maxRead = maxRead
     }
 }

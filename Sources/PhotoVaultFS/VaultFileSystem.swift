@@ -86,6 +86,7 @@ public final class VaultFileSystem: @unchecked Sendable {
         if VaultFileSystem.isMountPoint(mp) { throw MountError.alreadyMounted(mp) }
 
         var mountOpts = ["fsname=\(options.fsName)", "subtype=\(options.fsName)"]
+        if options.maxRead > 0 { mountOpts.append("max_read=\(options.maxRead)") }
         if options.readOnly { mountOpts.append("ro") }
         if options.allowOther { mountOpts += ["allow_other", "default_permissions"] }
         var argv = ["photovault", "-o", mountOpts.joined(separator: ",")]
