@@ -2,7 +2,6 @@ import Glibc
 import CFuse
 import PhotoVaultCrypto
 import PhotoVaultStore
-import Synchronization
 
 /// The mounted vault: a libfuse3 low-level filesystem showing one user's plaintext tree
 /// while only ciphertext is written to the backing directory.
@@ -29,9 +28,6 @@ public final class VaultFileSystem: @unchecked Sendable {
     var isWiped: Bool { wiped }
     /// The /dev/fuse hooks that negotiate what libfuse 3.14 cannot.
     let deviceIO = DeviceIO()
-    /// GETXATTR requests for a `security.*` name: the kernel's capability probe before a
-    /// write, which `DeviceIO` makes a once-per-file question. Tests read it.
-    let securityQueries = Atomic<Int>(0)
     /// The mount's read-ahead window after `mount()`, KiB (nil: unknown).
     public private(set) var readAheadKB: Int?
 

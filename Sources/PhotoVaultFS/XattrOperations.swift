@@ -1,7 +1,6 @@
 import Glibc
 import CFuse
 import PhotoVaultCrypto
-import Synchronization
 
 /// Extended attributes: user attributes are sealed by the backend; a few virtual ones are
 /// answered here and never stored.
@@ -79,7 +78,6 @@ extension VaultFileSystem {
 
     func getxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ cname: UnsafePointer<CChar>?, _ size: Int) {
         let name = cname.map { String(cString: $0) } ?? ""
-        if name.hasPrefix("security.") { securityQueries.add(1, ordering: .relaxed) }
         do {
             let node = try table.require(ino)
             let value: [UInt8]

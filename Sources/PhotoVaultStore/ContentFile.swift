@@ -158,7 +158,8 @@ public final class ContentFile: @unchecked Sendable {
         var wholeFirst = first, wholeLast = last
         var failed: UInt64? = nil
         func outOffset(_ i: UInt64) -> Int { Int(max(offset, i * cs) - offset) }
-        for i in first == last ? [first] : [first, last] {
+        for k in 0..<(first == last ? 1 : 2) {   // the edge chunks, with no array per request
+            let i = k == 0 ? first : last
             let chunkStart = i * cs
             let plainLen = Int(min(cs, size - chunkStart))
             let from = max(offset, chunkStart)

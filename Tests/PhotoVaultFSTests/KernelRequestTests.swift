@@ -8,7 +8,7 @@ import PhotoVaultCrypto
 /// no capability probe, no FLUSH on close, no LOOKUP after a listing; and no setuid/setgid
 /// bits to drop.
 final class KernelRequestTests: XCTestCase {
-    static let opLookup: UInt32 = 1, opOpen: UInt32 = 14, opRead: UInt32 = 15, opWrite: UInt32 = 16, opFlush: UInt32 = 25, opReaddirplus: UInt32 = 44
+    static let opLookup: UInt32 = 1, opOpen: UInt32 = 14, opRead: UInt32 = 15, opWrite: UInt32 = 16, opGetxattr: UInt32 = 22, opFlush: UInt32 = 25, opReaddirplus: UInt32 = 44
 
     var h: MountHarness!
 
@@ -22,7 +22,7 @@ final class KernelRequestTests: XCTestCase {
     }
 
     func testSmallWritesDoNotProbeCapabilitiesEachTime() throws {
-        let before = h.fs.securityQueries.load(ordering: .acquiring)
+        let before = h.fs.deviceIO.requests(Self.opGetxattr)
         // 300 separate 4 KiB writes into two files (dd writes once per block).
         h.shell("""
         dd if=/dev/urandom of="$B/../src" bs=4k count=300 status=none
@@ -35,7 +35,7 @@ final class KernelRequestTests: XCTestCase {
         // (INIT is answered after the mount appears, so ask only once requests have run.)
         XCTAssertTrue(h.fs.deviceIO.killprivV2.load(ordering: .acquiring),
                       "the INIT reply should ask for FUSE_HANDLE_KILLPRIV_V2 (kernel 5.11 or later offers it)")
-        let asked = h.fs.securityQueries.load(ordering: .acquiring) - before
+        let asked = h.fs.deviceIO.requests(Self.opGetxattr) - before
         // The kernel asks once per inode, then remembers there is nothing to drop (S_NOSEC).
         XCTAssertLessThanOrEqual(asked, 2, "security.capability asked \(asked) times for 650 writes to 2 files")
     }
