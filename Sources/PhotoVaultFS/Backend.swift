@@ -50,10 +50,11 @@ protocol TreeBackend: AnyObject, Sendable {
 
     /// Plaintext size of a regular file from its backing size, without reading it.
     func plaintextSize(backingSize: Int64) -> Int64
-    /// Opens the content of an existing file (`fd` is open O_RDWR or O_RDONLY).
-    func openContent(fd: Int32, path: String) throws -> FileContent
+    /// Opens the content of an existing file (`fd` is open O_RDWR or O_RDONLY). Its errors
+    /// name no path: the adapter's log line names the file's path at the time of the error.
+    func openContent(fd: Int32) throws -> FileContent
     /// Initialises a new, empty file's content (writes its header) with class `cls`.
-    func createContent(fd: Int32, protectionClass cls: ProtectionClass?, path: String) throws -> FileContent
+    func createContent(fd: Int32, protectionClass cls: ProtectionClass?) throws -> FileContent
     /// The class new files in a directory get (stored with the directory).
     func defaultClass(in dir: DirectoryNaming) -> ProtectionClass?
     func setDefaultClass(_ cls: ProtectionClass, in dir: DirectoryNaming, dirFD: Int32) throws

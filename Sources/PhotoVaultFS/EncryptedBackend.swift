@@ -82,13 +82,13 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         Int64(tree.layout.reportedSize(ciphertextSize: UInt64(max(0, backingSize))))
     }
 
-    func openContent(fd: Int32, path: String) throws -> FileContent {
-        EncryptedContent(try ContentFile(fd: fd, layout: tree.layout, keyring: keyring, displayPath: path))
+    func openContent(fd: Int32) throws -> FileContent {
+        EncryptedContent(try ContentFile(fd: fd, layout: tree.layout, keyring: keyring))
     }
 
-    func createContent(fd: Int32, protectionClass cls: ProtectionClass?, path: String) throws -> FileContent {
+    func createContent(fd: Int32, protectionClass cls: ProtectionClass?) throws -> FileContent {
         EncryptedContent(try ContentFile.create(fd: fd, layout: tree.layout, keyring: keyring,
-                                                protectionClass: cls ?? .default, displayPath: path))
+                                                protectionClass: cls ?? .default))
     }
 
     func defaultClass(in dir: DirectoryNaming) -> ProtectionClass? { info(dir).defaultClass }

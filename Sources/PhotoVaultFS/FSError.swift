@@ -51,7 +51,7 @@ enum FSError: Error, Equatable, CustomStringConvertible {
         case let e as StoreError:
             switch e {
             case .locked: return .locked
-            case .integrity(let p, let d): return .integrity("\(p): \(d)")
+            case .integrity(let p, let d): return .integrity(p.isEmpty ? d : "\(p): \(d)")
             case .notFound: return .notFound
             case .exists: return .exists
             default: return .posix(e.errno)

@@ -79,6 +79,18 @@ final class InodeTable: @unchecked Sendable {
         return node
     }
 
+    /// The entry with backing stat `st` is now `name` in `parent` (a rename): logs then name
+    /// the file where it is, also while it stays open. Nodes the table does not hold are
+    /// left alone.
+    func renamed(_ st: stat, parent: UInt64, name: [UInt8]) {
+        let id = nodeID(for: st)
+        mutex.withLock {
+            guard let n = nodes[id], n !== root, n.backingIno == UInt64(st.st_ino) else { return }
+            n.parentID = parent
+            n.name = name
+        }
+    }
+
     /// One more reference to a node already in the table (link, readdirplus of a known node).
     func addLookup(_ node: Inode) {
         mutex.withLock { node.lookups += 1 }

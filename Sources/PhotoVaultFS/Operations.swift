@@ -291,6 +291,11 @@ extension VaultFileSystem {
             if flags & UInt32(RENAME_EXCHANGE_VALUE) == 0 && !(p === np && ob == nb) {
                 backend.nameRemoved(ob, in: nm, dirFD: p.fd)
             }
+            var st = stat()
+            if Syscall.fstatat(np.fd, nb, &st, AT_SYMLINK_NOFOLLOW) == 0 { table.renamed(st, parent: newparent, name: newname) }
+            if flags & UInt32(RENAME_EXCHANGE_VALUE) != 0, Syscall.fstatat(p.fd, ob, &st, AT_SYMLINK_NOFOLLOW) == 0 {
+                table.renamed(st, parent: parent, name: name)
+            }
             fuse_reply_err(req, 0)
         } catch {
             fail(req, error, "rename \(childPath(parent, name)) -> \(childPath(newparent, newname))")

@@ -23,8 +23,8 @@ final class PlainBackend: TreeBackend, @unchecked Sendable {
 
     func plaintextSize(backingSize: Int64) -> Int64 { backingSize }
 
-    func openContent(fd: Int32, path: String) throws -> FileContent { PlainContent(fd: fd) }
-    func createContent(fd: Int32, protectionClass cls: ProtectionClass?, path: String) throws -> FileContent {
+    func openContent(fd: Int32) throws -> FileContent { PlainContent(fd: fd) }
+    func createContent(fd: Int32, protectionClass cls: ProtectionClass?) throws -> FileContent {
         PlainContent(fd: fd)
     }
     func defaultClass(in dir: DirectoryNaming) -> ProtectionClass? { nil }

@@ -127,6 +127,30 @@ class EncryptedMountTests: XCTestCase {
                       "log lines: \(h.logLines.all)")
     }
 
+    /// The EIO line names the path the file has when the error happens: a file renamed while
+    /// open (its content stays open) is logged under its new name only.
+    func testTamperedChunkLogNamesTheCurrentPath() throws {
+        h.shell("mkdir \"$M/album\"; head -c 20000 /dev/zero > \"$M/album/before-rename.jpg\"")
+        let offset = 128 + 4096 + Self.layout.overhead + 100
+        // The backing file is found after the rename (its encrypted name changes with it).
+        let r = h.shellStatus("""
+        exec 3< "$M/album/before-rename.jpg"
+        mv "$M/album/before-rename.jpg" "$M/album/after-rename.jpg"
+        f=$(find "$B" -type f -size +10k)
+        [ -n "$f" ] || exit 99
+        printf '\\xff' | dd of="$f" bs=1 seek=\(offset) conv=notrunc status=none
+        echo 3 > /proc/sys/vm/drop_caches
+        dd if="$M/album/after-rename.jpg" of=/dev/null bs=4096 skip=1 count=1 iflag=direct status=none
+        rc=$?; exec 3<&-; exit $rc
+        """)
+        XCTAssertNotEqual(r.status, 0, "a tampered chunk must not read")
+        XCTAssertNotEqual(r.status, 99, "no backing file found")
+        let eio = h.logLines.all.filter { $0.contains("EIO") }
+        XCTAssertFalse(eio.isEmpty, "log lines: \(h.logLines.all)")
+        XCTAssertTrue(eio.allSatisfy { $0.contains("/album/after-rename.jpg") && !$0.contains("before-rename") },
+                      "log lines: \(eio)")
+    }
+
     func testTamperedNameIsSkippedAndLogged() throws {
         h.shell("mkdir \"$M/dir\"; echo a > \"$M/dir/good\"; echo b > \"$M/dir/bad\"")
         // Rename one backing entry to another valid-looking but unauthenticated name.
