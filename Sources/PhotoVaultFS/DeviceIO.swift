@@ -86,14 +86,3 @@ final class DeviceIO: Sendable {
         killprivV2.store(true, ordering: .releasing)
     }
 }
-
-extension VaultFileSystem {
-    /// The filesystem behind a libfuse userdata pointer (`fuse_session_new`'s).
-    static func from(_ userdata: UnsafeMutableRawPointer) -> VaultFileSystem {
-        Unmanaged<VaultFileSystem>.fromOpaque(userdata).takeUnretainedValue()
-    }
-
-    /// Permission bits a regular file keeps: no setuid/setgid. The mount is `nosuid` anyway,
-    /// and without them there is never a privilege to drop on write (see `DeviceIO`).
-    static let fileModeBits: mode_t = 0o1777
-}

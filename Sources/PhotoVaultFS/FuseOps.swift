@@ -7,7 +7,7 @@ import CFuse
 enum FuseOps {
     @inline(__always)
     static func fs(_ req: fuse_req_t?) -> VaultFileSystem {
-        Unmanaged<VaultFileSystem>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+        VaultFileSystem.from(fuse_req_userdata(req)!)
     }
 
     /// Runs one request behind the wipe gate: once `wipeAll()` has run, every key is gone
@@ -29,7 +29,7 @@ enum FuseOps {
         var o = fuse_lowlevel_ops()
         o.`init` = { userdata, conn in
             guard let userdata, let conn else { return }
-            Unmanaged<VaultFileSystem>.fromOpaque(userdata).takeUnretainedValue().configure(conn)
+            VaultFileSystem.from(userdata).configure(conn)
         }
         o.lookup = { req, parent, name in FuseOps.serve(req) { $0.lookup(req, parent, name) } }
         o.forget = { req, ino, n in
@@ -104,5 +104,14 @@ extension VaultFileSystem {
         conn.pointee.max_readahead = 1 << 20
         // Must equal the max_read mount option (libfuse checks).
         if options.maxRead > 0 { conn.pointee.max_read = UInt32(options.maxRead) }
+    }
+}
+
+extension VaultFileSystem {
+    /// The filesystem behind libfuse's userdata pointer (`fuse_session_new`'s): requests,
+    /// `init` and the /dev/fuse hooks (`DeviceIO`) all find it this way.
+    @inline(__always)
+    static func from(_ userdata: UnsafeMutableRawPointer) -> VaultFileSystem {
+        Unmanaged<VaultFileSystem>.fromOpaque(userdata).takeUnretainedValue()
     }
 }

@@ -42,11 +42,15 @@ extension VaultFileSystem {
     /// for `cp` and makes programs that buffer by it (Python's `open`) read more than asked.
     static let preferredIOSize = blksize_t(256 << 10)
 
+    /// Permission bits a regular file keeps: no setuid/setgid. The mount is `nosuid` anyway,
+    /// and without them there is never a privilege to drop on write (see `DeviceIO`).
+    static let fileModeBits: mode_t = 0o1777
+
     /// The attributes the user sees: backing attributes with the plaintext size.
     func presented(_ st: stat, _ node: Inode) -> stat {
         var a = st
         if node.isRegular {
-            a.st_mode &= ~(S_ISUID | S_ISGID)   // never kept (a store from elsewhere may have them)
+            a.st_mode &= S_IFMT | Self.fileModeBits   // never setuid/setgid (a store from elsewhere may have them)
             a.st_blksize = Self.preferredIOSize
             let open = node.stateLock.withLock { node.content }
             if let c = open, let s = try? c.size() {
