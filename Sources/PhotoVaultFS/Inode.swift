@@ -136,11 +136,13 @@ final class InodeTable: @unchecked Sendable {
         mutex.withLock { nodes.values.filter { $0.isRegular }.map { $0.nodeID } }
     }
 
-    /// Every node with open content (for lock and status).
-    func openContents() -> [ContentState] {
+    /// Every node with open content, by node ID (for lock and status).
+    func openFiles() -> [(id: UInt64, content: ContentState)] {
         let all = mutex.withLock { Array(nodes.values) }
-        return all.compactMap { n in n.stateLock.withLock { n.content } }
+        return all.compactMap { n in n.stateLock.withLock { n.content.map { (n.nodeID, $0) } } }
     }
+
+    func openContents() -> [ContentState] { openFiles().map(\.content) }
 
     func closeAll() {
         let all: [Inode] = mutex.withLock {

@@ -166,9 +166,12 @@ public final class VaultFileSystem: @unchecked Sendable {
         // dirty pages to us while the keys still exist.
         dropKernelCache()
         backend.lock()
-        for c in table.openContents() where c.protectionClass == .complete {
-            c.wipeKey()
-        }
+        let complete = table.openFiles().filter { $0.content.protectionClass == .complete }
+        for f in complete { f.content.wipeKey() }
+        // A READ served between that first pass and the wipe put plaintext back into the
+        // cache, where open handles would find it. Reads of these files fail from now on, so
+        // one more pass leaves nothing (it waits for replies still on their way).
+        dropKernelCache(complete.map(\.id))
         log("vault locked")
     }
 
@@ -177,19 +180,23 @@ public final class VaultFileSystem: @unchecked Sendable {
     public func wipeAll() {
         // Before the gate closes: invalidation may make the kernel write dirty pages back.
         if !gate.withReadLock({ wiped }) { dropKernelCache() }
-        gate.withWriteLock {
-            if wiped { return }
+        let wipedNow: Bool = gate.withWriteLock {
+            if wiped { return false }
             wiped = true
             for c in table.openContents() { c.wipeKey() }
             backend.wipeAll()
+            return true
         }
+        // Requests in flight have finished and later ones are refused: drop what was read
+        // between the first pass and the wipe.
+        if wipedNow { dropKernelCache() }
     }
 
-    /// Asks the kernel to drop every cached page of every regular file it knows, so no
-    /// plaintext stays readable from the page cache once keys are gone.
-    private func dropKernelCache() {
+    /// Asks the kernel to drop every cached page of the regular files `ids` (nil: every one
+    /// it knows), so no plaintext stays readable from the page cache once keys are gone.
+    private func dropKernelCache(_ ids: [UInt64]? = nil) {
         guard let se = lifecycle.withLock({ mounted ? session : nil }) else { return }
-        for id in table.regularFileIDs() {
+        for id in ids ?? table.regularFileIDs() {
             _ = fuse_lowlevel_notify_inval_inode(se, id, 0, 0)
         }
     }

@@ -241,6 +241,56 @@ class EncryptedMountTests: XCTestCase {
         XCTAssertEqual(h.shell("ls \"$M/A\""), "f\n")
     }
 
+    /// A reader racing the lock: whatever it read while the keys still existed, no page of a
+    /// `complete` file may be served from the kernel's cache to its open handle afterwards.
+    func testLockLeavesNoCompletePageCachedForAReaderRacingIt() throws {
+        h.shell("mkdir \"$M/A\"")
+        let served = try pagesServedAfter(racing: "/A/big") { h.fs.lock() }
+        XCTAssertEqual(served.count, 0, "complete pages served after lock, first at \(served.first ?? -1)")
+    }
+
+    /// The same race with `wipeAll()` (unmount, lock with no grace left), for any class.
+    func testWipeAllLeavesNoPageCachedForAReaderRacingIt() throws {
+        h.shell("mkdir \"$M/D\"; setfattr -n user.photovault.class -v none \"$M/D\"")
+        let served = try pagesServedAfter(racing: "/D/big") { h.fs.wipeAll() }
+        XCTAssertEqual(served.count, 0, "pages served after the wipe, first at \(served.first ?? -1)")
+    }
+
+    /// Writes 16 MiB to `path`, reads it cold all over from another thread, runs `action`
+    /// once reads are under way, stops the reader and returns the offsets of the 4 KiB pages
+    /// the still-open handle can read afterwards.
+    private func pagesServedAfter(racing path: String, _ action: () -> Void) throws -> [Int] {
+        let size = 16 << 20
+        h.shell("head -c \(size) /dev/urandom > \"$M\(path)\"")
+        let fd = open(h.mountpoint + path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        final class Reader: @unchecked Sendable {
+            let lock = NSLock()
+            var stop = false
+            var reads = 0
+        }
+        let r = Reader()
+        let done = DispatchSemaphore(value: 0)
+        // Cold reads all over the file, so READs keep reaching the daemon during `action`.
+        let t = Thread {
+            var buf = [UInt8](repeating: 0, count: 65536)
+            var off = 0
+            while !r.lock.withLock({ r.stop }) {
+                if pread(fd, &buf, buf.count, off_t(off)) > 0 { r.lock.withLock { r.reads += 1 } }
+                off = (off + 7 * 65536 + 4096) % size
+            }
+            done.signal()
+        }
+        t.start()
+        while r.lock.withLock({ r.reads }) < 20 { usleep(1000) }
+        action()
+        r.lock.withLock { r.stop = true }
+        XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
+        var buf = [UInt8](repeating: 0, count: 4096)
+        return stride(from: 0, to: size, by: 4096).filter { pread(fd, &buf, 4096, off_t($0)) >= 0 }
+    }
+
     func testWipeAllRefusesRequestsWithoutCrashing() throws {
         h.shell("mkdir \"$M/d\"; echo secret > \"$M/d/f\"")
         let fd = open(h.mountpoint + "/d/f", O_RDONLY)
@@ -265,4 +315,6 @@ final class EncryptedWritebackMountTests: EncryptedMountTests {
     override func testContentSurvivesRemount() throws { try super.testContentSurvivesRemount() }
     override func testLockFollowsDataProtectionClasses() throws { try super.testLockFollowsDataProtectionClasses() }
     override func testWipeAllRefusesRequestsWithoutCrashing() throws { try super.testWipeAllRefusesRequestsWithoutCrashing() }
+    override func testLockLeavesNoCompletePageCachedForAReaderRacingIt() throws { try super.testLockLeavesNoCompletePageCachedForAReaderRacingIt() }
+    override func testWipeAllLeavesNoPageCachedForAReaderRacingIt() throws { try super.testWipeAllLeavesNoPageCachedForAReaderRacingIt() }
 }
