@@ -262,8 +262,9 @@ class EncryptedMountTests: XCTestCase {
     private func pagesServedAfter(racing path: String, _ action: () -> Void) throws -> [Int] {
         let size = 16 << 20
         h.shell("head -c \(size) /dev/urandom > \"$M\(path)\"")
+        struct RaceNotSetUp: Error { let why: String }
         let fd = open(h.mountpoint + path, O_RDONLY)
-        XCTAssertGreaterThanOrEqual(fd, 0)
+        guard fd >= 0 else { throw RaceNotSetUp(why: "open \(path): errno \(errno)") }
         defer { close(fd) }
         final class Reader: @unchecked Sendable {
             let lock = NSLock()
@@ -283,7 +284,14 @@ class EncryptedMountTests: XCTestCase {
             done.signal()
         }
         t.start()
-        while r.lock.withLock({ r.reads }) < 20 { usleep(1000) }
+        let deadline = Date().addingTimeInterval(10)
+        while r.lock.withLock({ r.reads }) < 20 {
+            guard Date() < deadline else {
+                r.lock.withLock { r.stop = true }
+                throw RaceNotSetUp(why: "the reader did not get going")
+            }
+            usleep(1000)
+        }
         action()
         r.lock.withLock { r.stop = true }
         XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
