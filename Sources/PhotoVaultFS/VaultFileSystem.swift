@@ -180,16 +180,17 @@ public final class VaultFileSystem: @unchecked Sendable {
     public func wipeAll() {
         // Before the gate closes: invalidation may make the kernel write dirty pages back.
         if !gate.withReadLock({ wiped }) { dropKernelCache() }
-        let wipedNow: Bool = gate.withWriteLock {
-            if wiped { return false }
+        let wipedOpen: [UInt64]? = gate.withWriteLock {
+            if wiped { return nil }
             wiped = true
-            for c in table.openContents() { c.wipeKey() }
+            let open = table.openFiles()
+            for f in open { f.content.wipeKey() }
             backend.wipeAll()
-            return true
+            return open.map(\.id)
         }
         // Requests in flight have finished and later ones are refused: drop what was read
-        // between the first pass and the wipe.
-        if wipedNow { dropKernelCache() }
+        // between the first pass and the wipe. Only open handles could reach those pages.
+        if let wipedOpen { dropKernelCache(wipedOpen) }
     }
 
     /// Asks the kernel to drop every cached page of the regular files `ids` (nil: every one
