@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 // PhotoVault: an encrypted photo vault for Linux (FUSE + libsodium).
 // Layers, each testable without the one above it:
-//   C bridges (CSodium, COpenSSL, CFuse, CSystemd) -> PhotoVaultCrypto -> PhotoVaultStore
+//   C bridges (CSodium, COpenSSL, CIPSecMB, CFuse, CSystemd) -> PhotoVaultCrypto -> PhotoVaultStore
 //   -> PhotoVaultFS / PhotoVaultLock -> PhotoVaultCLI -> photovault
 import PackageDescription
 
@@ -16,9 +16,11 @@ let package = Package(
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),   // bulk AES-GCM only
+        // Bulk AES-GCM on CPUs with VAES (Debian ships no pkg-config file for it).
+        .systemLibrary(name: "CIPSecMB", providers: [.apt(["libipsec-mb-dev"])]),
         .systemLibrary(name: "CLinux"),   // Linux syscalls Glibc's module lacks (renameat2, O_PATH...)
         // 2. Crypto: keys in secure memory, chunk AEAD, names, key wrapping. No file I/O.
-        .target(name: "PhotoVaultCrypto", dependencies: ["CSodium", "COpenSSL"]),
+        .target(name: "PhotoVaultCrypto", dependencies: ["CSodium", "COpenSSL", "CIPSecMB"]),
         // 3. Store: on-disk layout, credentials, headers, names. No FUSE.
         .target(name: "PhotoVaultStore", dependencies: ["PhotoVaultCrypto", "CSodium", "CLinux"]),
         // 4. Filesystem: libfuse3 low-level adapter over the store.

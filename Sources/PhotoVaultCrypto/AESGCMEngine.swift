@@ -2,25 +2,42 @@ import COpenSSL
 import CSodium
 import Glibc
 
-/// Which implementation seals and opens AES-256-GCM chunks. Both produce the same bytes
-/// (FORMAT.md, "File contents"); only speed differs. Measured on the development VM, 4 KiB
-/// chunks: libcrypto (OpenSSL 3.0, AES-NI/VAES) 2.5–2.7 GB/s, libsodium 1.0.18 1.3–1.7 GB/s.
-/// gocryptfs makes the same choice (OpenSSL or Go's assembly, never a table-based AES).
+/// Which implementation seals and opens AES-256-GCM chunks. All produce the same bytes
+/// (FORMAT.md, "File contents"); only speed differs. Measured on the development VM (AMD EPYC
+/// with AVX-512 and VAES), 4 KiB chunks, one core: Intel's IPsec Multi-Buffer library
+/// 9.7–10.2 GB/s, libcrypto (OpenSSL 3.0, AES-NI and AVX, no VAES code) 3.2–3.8 GB/s,
+/// libsodium 1.0.18 1.3–1.7 GB/s. gocryptfs makes the same kind of choice (OpenSSL or Go's
+/// assembly, never a table-based AES).
 ///
-/// libcrypto is used only where libsodium's AES-GCM is usable too, i.e. where the CPU has
-/// AES-NI and CLMUL, so libcrypto also runs its constant-time hardware code. Everything else
-/// (Argon2id, key wrapping, names, XChaCha20-Poly1305, random numbers) stays with libsodium.
-/// `PHOTOVAULT_AES_ENGINE=libsodium` forces libsodium (benchmarks, comparisons).
-public enum AESGCMEngine: String, Sendable {
+/// The preference is ipsec-mb where the CPU has AVX-512, VAES and VPCLMULQDQ (the only code
+/// of it that was measured), else libcrypto. Either is used only where libsodium's AES-GCM is
+/// usable too, i.e. where the CPU has AES-NI and CLMUL, so both run constant-time hardware
+/// code. Everything else (Argon2id, key wrapping, names, XChaCha20-Poly1305, random numbers)
+/// stays with libsodium. `PHOTOVAULT_AES_ENGINE=libcrypto` or `=libsodium` forces one
+/// (benchmarks, comparisons); `=ipsec-mb` is honoured only where that engine qualifies.
+public enum AESGCMEngine: String, Sendable, CaseIterable {
+    case ipsecMB = "ipsec-mb"
     case libcrypto
     case libsodium
 
     public static let current: AESGCMEngine = {
         Sodium.ensureInitialised()
         guard crypto_aead_aes256gcm_is_available() == 1 else { return .libsodium }
-        if let e = getenv("PHOTOVAULT_AES_ENGINE"), String(cString: e) == "libsodium" { return .libsodium }
-        return LibcryptoHeap.installed && LibcryptoGCM.cipher != nil ? .libcrypto : .libsodium
+        let forced = getenv("PHOTOVAULT_AES_ENGINE").flatMap { AESGCMEngine(rawValue: String(cString: $0)) }
+        if let forced, forced.isUsable { return forced }
+        return allCases.first { $0.isUsable } ?? .libsodium
     }()
+
+    /// Whether this engine can run here (libsodium's AES-GCM itself needs AES-NI and CLMUL).
+    public var isUsable: Bool {
+        Sodium.ensureInitialised()
+        guard crypto_aead_aes256gcm_is_available() == 1 else { return false }
+        switch self {
+        case .ipsecMB: return IPSecMBGCM.manager != nil
+        case .libcrypto: return LibcryptoHeap.installed && LibcryptoGCM.cipher != nil
+        case .libsodium: return true
+        }
+    }
 }
 
 /// Every allocation libcrypto makes goes to locked memory: small ones (its GCM contexts,

@@ -39,21 +39,27 @@ public final class ChunkCipher: @unchecked Sendable {
     public let cipher: ContentCipher
     public let fileID: [UInt8]
     private let key: SecureBytes
+    /// AES-256-GCM through ipsec-mb (`AESGCMEngine`): the expanded key, built here.
+    private let imb: IPSecMBGCM?
     /// AES-256-GCM through libcrypto (`AESGCMEngine`): contexts keyed on first use.
     private let gcm: LibcryptoGCM?
     /// AES-256-GCM through libsodium: the expanded key schedule (`beforenm`), in secure
     /// memory. Also the fallback should libcrypto ever fail an operation, so it is built with
     /// the cipher (a slot and a microsecond per open) rather than behind a lock per chunk.
+    /// ipsec-mb cannot fail an operation (no allocation, no error path), so it needs none.
     private let aesState: SecureBytes?
 
-    public init(cipher: ContentCipher, key: SecureBytes, fileID: [UInt8]) {
+    /// `engine` is for tests and benchmarks; the vault always uses `AESGCMEngine.current`.
+    public init(cipher: ContentCipher, key: SecureBytes, fileID: [UInt8], engine: AESGCMEngine = .current) {
         precondition(key.count == ContentCipher.keySize && fileID.count == 16)
         Sodium.ensureInitialised()
         self.cipher = cipher
         self.fileID = fileID
         self.key = key
-        gcm = cipher == .aes256gcm && AESGCMEngine.current == .libcrypto ? LibcryptoGCM(key: key) : nil
-        if cipher == .aes256gcm {
+        let aes = cipher == .aes256gcm
+        imb = aes && engine == .ipsecMB ? IPSecMBGCM(key: key) : nil
+        gcm = aes && engine == .libcrypto ? LibcryptoGCM(key: key) : nil
+        if aes && imb == nil {
             let st = SecureBytes(count: MemoryLayout<crypto_aead_aes256gcm_state>.size)
             st.withUnsafeMutableBytes { s in
                 precondition(Int(bitPattern: s.baseAddress!) % 16 == 0, "AES-GCM state must be 16-byte aligned")
@@ -71,6 +77,7 @@ public final class ChunkCipher: @unchecked Sendable {
     /// Zeroes the file key and every expanded key schedule.
     public func wipe() {
         key.wipe()
+        imb?.wipe()
         gcm?.wipe()
         aesState?.wipe()
     }
@@ -96,6 +103,7 @@ public final class ChunkCipher: @unchecked Sendable {
             var maclen: UInt64 = 0
             switch cipher {
             case .aes256gcm:
+                if let e = imb { e.seal(m, count, ad: ad, adCount: 24, nonce: o, into: o + ns, tag: o + ns + count); return }
                 if let g = gcm, g.seal(m, count, ad: ad, adCount: 24, nonce: o, into: o + ns, tag: o + ns + count) { return }
                 aesState!.withUnsafeBytes { s in
                     _ = crypto_aead_aes256gcm_encrypt_detached_afternm(
@@ -122,6 +130,7 @@ public final class ChunkCipher: @unchecked Sendable {
             makeAD(index, ad)
             switch cipher {
             case .aes256gcm:
+                if let e = imb { return e.open(s + ns, count, tag: s + ns + count, ad: ad, adCount: 24, nonce: s, into: o) ? 0 : -1 }
                 if let g = gcm, let rc = g.open(s + ns, count, tag: s + ns + count, ad: ad, adCount: 24, nonce: s, into: o) {
                     return rc
                 }

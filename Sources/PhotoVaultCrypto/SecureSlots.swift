@@ -1,7 +1,7 @@
 import CSodium
 import Glibc
 
-/// Small secrets (a file key, an AES key schedule, libcrypto's GCM contexts) come and go with every file a mount
+/// Small secrets (a file key, an AES key schedule or expanded GCM key) come and go with every file a mount
 /// opens. A `sodium_malloc` each costs about ten system calls (mmap, four mprotect, mlock,
 /// and on free munlock, munmap), and the mprotect/munmap calls flush the TLB of every core:
 /// measured, 20 such calls per photo opened, a third of the time a thumbnailer waits.
@@ -15,7 +15,7 @@ import Glibc
 /// Larger secrets keep a `sodium_malloc` of their own.
 enum SecureSlots {
     /// Slot sizes: powers of two from 64 to 4,096 bytes (a libsodium AES-256-GCM state is
-    /// 512, libcrypto's GCM context about 1 KiB).
+    /// 512, ipsec-mb's expanded key 1,008, libcrypto's GCM context about 1 KiB).
     static let minSlot = 64
     static let maxSlot = 4096
     /// Every slab is this many bytes, a multiple of the page size (so slots are aligned).

@@ -72,7 +72,7 @@ func label(_ n: Int) -> String { n >= 1 << 20 ? "\(n >> 20) MiB" : "\(n >> 10) K
 func fmt(_ x: Double) -> String { String(Int(x.rounded())) }
 
 let ciphers = ContentCipher.allCases.filter(\.isAvailable)
-print("Chunk AEAD throughput, median of \(repetitions) x \(megabytes) MiB, MB/s (10^6 B/s); preferred here: \(ContentCipher.preferred.name)")
+print("Chunk AEAD throughput, median of \(repetitions) x \(megabytes) MiB, MB/s (10^6 B/s); preferred here: \(ContentCipher.preferred.name); AES-256-GCM engine that ran: \(AESGCMEngine.current.rawValue)")
 print("")
 var header = "| chunk |"
 var rule = "|---|"
