@@ -99,6 +99,10 @@ extension VaultFileSystem {
         // acknowledged; locks are the kernel's), so spare every close() that round trip.
         // The kernel ignores this with the writeback cache, where flush is then a no-op.
         fi.pointee.noflush = 1
+        // A write-only handle skips the page cache (MountOptions.directWrites).
+        if fi.pointee.flags & O_ACCMODE == O_WRONLY && options.directWrites && !options.writebackCache {
+            fi.pointee.direct_io = 1
+        }
     }
 
     // MARK: - Regular files

@@ -313,6 +313,90 @@ class EncryptedMountTests: XCTestCase {
         XCTAssertTrue(h.stop(), "unmount after a wipe still ends run()")
     }
 
+    /// Write-only handles bypass the page cache (`MountOptions.directWrites`): what they
+    /// write leaves no page cached, and a reader's cached pages and its mapping of the file
+    /// see the new bytes at once. (With the writeback cache, which turns the bypass off, the
+    /// writes are cached and the readers' view must be just as fresh.)
+    func testWriteOnlyHandlesBypassThePageCacheAndReadersStayCoherent() throws {
+        let direct = h.mountpoint + "/direct.bin", cached = h.mountpoint + "/cached.bin"
+        let mib = [UInt8]((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        // Each file is mapped (not read) before it is written, and its pages are counted
+        // right after the write, before anything asks for its attributes (a changed mtime
+        // makes the kernel drop a file's pages then, whichever way they came).
+        for (path, mode) in [(direct, O_WRONLY), (cached, O_RDWR)] {
+            XCTAssertEqual(h.shell("touch \"\(path)\" && echo ok"), "ok\n")
+            let r = open(path, O_RDONLY)
+            XCTAssertGreaterThanOrEqual(r, 0)
+            let map = try XCTUnwrap(mmap(nil, mib.count, PROT_READ, MAP_SHARED, r, 0))
+            XCTAssertNotEqual(map, MAP_FAILED)
+            let w = open(path, mode)
+            XCTAssertGreaterThanOrEqual(w, 0)
+            XCTAssertEqual(write(w, mib, mib.count), mib.count)
+            var vec = [UInt8](repeating: 0, count: mib.count / 4096)
+            XCTAssertEqual(mincore(map, mib.count, &vec), 0)
+            let resident = vec.filter { $0 & 1 != 0 }.count
+            if mode == O_WRONLY && !writebackCache {
+                XCTAssertEqual(resident, 0, "a write-only handle filled the page cache")
+            } else if mode == O_WRONLY {
+                XCTAssertEqual(resident, 256, "with the writeback cache, write-only handles use the cache")
+            } else {
+                XCTAssertEqual(resident, 256, "control: a read-write handle caches what it writes, and mincore sees it")
+            }
+            XCTAssertEqual(close(w), 0)
+            munmap(map, mib.count)
+            close(r)
+        }
+        XCTAssertEqual(h.shell("cmp \"$M/direct.bin\" \"$M/cached.bin\" && echo same"), "same\n")
+
+        // A reader with the file cached and mapped, then a write-only writer.
+        let r = open(direct, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(r, 0)
+        defer { close(r) }
+        var head = [UInt8](repeating: 0, count: 65536)
+        XCTAssertEqual(pread(r, &head, head.count, 0), head.count)
+        XCTAssertGreaterThanOrEqual(try residentPages(direct), 16, "control: the reader's pages are cached, and seen")
+        let map = try XCTUnwrap(mmap(nil, 65536, PROT_READ, MAP_SHARED, r, 0))
+        XCTAssertNotEqual(map, MAP_FAILED)
+        defer { munmap(map, 65536) }
+        XCTAssertEqual(map.load(fromByteOffset: 4096, as: UInt8.self), mib[4096])
+
+        let w = open(direct, O_WRONLY)
+        XCTAssertGreaterThanOrEqual(w, 0)
+        XCTAssertEqual(pwrite(w, [UInt8](repeating: 0x42, count: 8192), 8192, 0), 8192)
+        XCTAssertEqual(pwrite(w, Array("xyz!".utf8), 4, 10), 4)
+        XCTAssertEqual(pwrite(w, [UInt8](repeating: 0x43, count: 100), 100, off_t(mib.count)), 100)
+        XCTAssertEqual(close(w), 0)
+
+        let expected = [UInt8](repeating: 0x42, count: 10) + Array("xyz!".utf8) + [UInt8](repeating: 0x42, count: 8192 - 14)
+        var now = [UInt8](repeating: 0, count: 8192 + 8)
+        XCTAssertEqual(pread(r, &now, now.count, 0), now.count)
+        XCTAssertEqual(Array(now[0..<8192]), expected, "the reader's cached pages went stale")
+        XCTAssertEqual(Array(now[8192...]), Array(mib[8192..<8200]))
+        let mapped = (0..<8192).map { map.load(fromByteOffset: $0, as: UInt8.self) }
+        XCTAssertEqual(mapped, expected, "the reader's mapping went stale")
+        var st = stat()
+        XCTAssertEqual(fstat(r, &st), 0)
+        XCTAssertEqual(st.st_size, off_t(mib.count + 100))
+        XCTAssertEqual(h.shell("tail -c 100 \"$M/direct.bin\" | tr -d C | wc -c"), "0\n")
+    }
+
+    /// Pages of `path` in the page cache (mincore over a fresh read-only mapping).
+    private func residentPages(_ path: String) throws -> Int {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_size > 0 else { return 0 }
+        let size = Int(st.st_size)
+        guard let m = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), m != MAP_FAILED else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+        defer { munmap(m, size) }
+        var vec = [UInt8](repeating: 0, count: (size + 4095) / 4096)
+        guard mincore(m, size, &vec) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        return vec.filter { $0 & 1 != 0 }.count
+    }
+
     private func rm(_ p: String) { unlink(p) }
 }
 

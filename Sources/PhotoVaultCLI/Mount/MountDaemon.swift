@@ -79,6 +79,8 @@ enum MountDaemon {
         if ProcessInfo.processInfo.environment["PHOTOVAULT_WRITEBACK_CACHE"] == "1" { options.writebackCache = true }
         // And the read-ahead window (0: the kernel's default, what a mount by a non-root user gets).
         if let kb = ProcessInfo.processInfo.environment["PHOTOVAULT_READ_AHEAD_KB"].flatMap({ Int($0) }) { options.readAheadKB = kb }
+        // And write-only handles through the page cache, as before change 25.
+        if ProcessInfo.processInfo.environment["PHOTOVAULT_DIRECT_WRITES"] == "0" { options.directWrites = false }
         let fs: VaultFileSystem
         do {
             fs = try VaultFileSystem(tree: tree, options: options, log: log)
