@@ -49,7 +49,7 @@ final class IPSecMBGCM: @unchecked Sendable {
             withContext { ctx in
                 pv_imb_gcm256_dec(manager, keyData.unsafePointer, ctx, m, c, UInt64(count), nonce, ad, UInt64(adCount), t)
             }
-            let same = sodium_memcmp(t, tag, 16) == 0
+            let same = crypto_verify_16(t, tag) == 0   // constant time, SSE2; sodium_memcmp was 1.6 % of a cold read
             sodium_memzero(t, 16)
             return same
         }
