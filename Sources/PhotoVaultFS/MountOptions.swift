@@ -26,7 +26,8 @@ public struct MountOptions: Sendable {
     /// page-cache pages. 1 GiB `dd` 1.07 -> 0.74 s, 100 photos `cp` in 0.59 -> 0.45 s, same
     /// daemon CPU (PERFORMANCE.md, change 25). A write-only descriptor cannot be mapped, and
     /// the kernel drops other handles' cached pages of the range it writes, so readers stay
-    /// coherent. Ignored with the writeback cache.
+    /// coherent; that last part needs Linux 6.6 or later, so older kernels keep the page
+    /// cache for write-only handles (`KernelRelease`). Ignored with the writeback cache.
     public var directWrites: Bool
 
     public init(mountpoint: String, readOnly: Bool = false, allowOther: Bool = false,
