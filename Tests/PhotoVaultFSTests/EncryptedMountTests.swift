@@ -400,7 +400,8 @@ class EncryptedMountTests: XCTestCase {
     private func rm(_ p: String) { unlink(p) }
 }
 
-/// Linux test discovery lists only methods declared in the class itself, hence the overrides.
+/// Every test of the base class, with the writeback cache. Inherited tests are discovered too
+/// (all of them run here, overridden or not); the overrides are from when they seemed needed.
 final class EncryptedWritebackMountTests: EncryptedMountTests {
     override var writebackCache: Bool { true }
     override func testRoundTripWithRealToolsLeavesOnlyCiphertext() throws { try super.testRoundTripWithRealToolsLeavesOnlyCiphertext() }
