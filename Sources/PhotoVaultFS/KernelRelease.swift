@@ -29,10 +29,10 @@ struct KernelRelease: Comparable, Sendable {
     /// handles' cached pages of the range a FOPEN_DIRECT_IO write covers. Before it, a
     /// mapping of the file could keep showing the old bytes, so write-only handles keep the
     /// page cache there (`MountOptions.directWrites`).
-    static var directWritesKeepCachesCoherent: Bool {
+    static let directWritesKeepCachesCoherent: Bool = {
         guard let r = running else { return false }
         return r >= KernelRelease(major: 6, minor: 6)
-    }
+    }()
 
     static func < (a: KernelRelease, b: KernelRelease) -> Bool {
         (a.major, a.minor) < (b.major, b.minor)
