@@ -101,6 +101,23 @@ final class KernelRequestTests: XCTestCase {
         XCTAssertEqual(h.fs.deviceIO.requests(Self.opRead) - reads, 128, "16 MiB in 128 KiB READs")
     }
 
+    func testTheKernelKeepsSeveralReadAheadWindowsInFlight() throws {
+        XCTAssertEqual(h.fs.options.maxBackground, 64)
+        // INIT is answered after the mount appears: let a request run first.
+        h.shell(#"echo x > "$M/probe"; cat "$M/probe" > /dev/null"#)
+        // The connection's limits as the kernel took them from the INIT reply.
+        let dev = try XCTUnwrap(VaultFileSystem.mountDevice(h.mountpoint))
+        let minor = try XCTUnwrap(dev.split(separator: ":").last)
+        let dir = "/sys/fs/fuse/connections/\(minor)"
+        func value(_ name: String) throws -> String {
+            try String(contentsOfFile: "\(dir)/\(name)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        // The kernel's own are 12 and 9: a reader's 1 MiB window of 128 KiB READs and the
+        // next window found the connection congested (PERFORMANCE.md, change 26).
+        XCTAssertEqual(try value("max_background"), "64")
+        XCTAssertEqual(try value("congestion_threshold"), "48")
+    }
+
     func testCopyingAPhotoInTakesLargeWrites() throws {
         h.shell(#"head -c 4194304 /dev/urandom > "$B/../photo.jpg"; : > "$M/photo.jpg""#)
         XCTAssertEqual(h.shell(#"stat -c %o "$M/photo.jpg""#).trimmingCharacters(in: .whitespacesAndNewlines), "262144")

@@ -81,6 +81,8 @@ enum MountDaemon {
         if let kb = ProcessInfo.processInfo.environment["PHOTOVAULT_READ_AHEAD_KB"].flatMap({ Int($0) }) { options.readAheadKB = kb }
         // And write-only handles through the page cache, as before change 25.
         if ProcessInfo.processInfo.environment["PHOTOVAULT_DIRECT_WRITES"] == "0" { options.directWrites = false }
+        // And the background-request limit (0: the kernel's 12, as before change 26).
+        if let n = ProcessInfo.processInfo.environment["PHOTOVAULT_MAX_BACKGROUND"].flatMap({ Int($0) }), n >= 0 { options.maxBackground = n }
         let fs: VaultFileSystem
         do {
             fs = try VaultFileSystem(tree: tree, options: options, log: log)
