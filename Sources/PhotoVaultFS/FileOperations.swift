@@ -100,8 +100,7 @@ extension VaultFileSystem {
         // The kernel ignores this with the writeback cache, where flush is then a no-op.
         fi.pointee.noflush = 1
         // A write-only handle skips the page cache (MountOptions.directWrites).
-        if fi.pointee.flags & O_ACCMODE == O_WRONLY && options.directWrites && !options.writebackCache
-            && KernelRelease.directWritesKeepCachesCoherent {
+        if writeOnlyBypassesCache && fi.pointee.flags & O_ACCMODE == O_WRONLY {
             fi.pointee.direct_io = 1
         }
     }

@@ -14,6 +14,9 @@ public final class VaultFileSystem: @unchecked Sendable {
     let table: InodeTable
     let log: @Sendable (String) -> Void
     let timeout: Double
+    /// Write-only opens get `FOPEN_DIRECT_IO` (`MountOptions.directWrites`): asked for, no
+    /// writeback cache, and a kernel that keeps other handles' caches coherent. Fixed per mount.
+    let writeOnlyBypassesCache: Bool
     private let lifecycle = PMutex()
     private var session: OpaquePointer?
     private var mounted = false
@@ -48,6 +51,8 @@ public final class VaultFileSystem: @unchecked Sendable {
         self.backend = backend
         self.log = log
         self.timeout = options.cacheTimeout
+        writeOnlyBypassesCache = options.directWrites && !options.writebackCache
+            && KernelRelease.directWritesKeepCachesCoherent
         table = InodeTable(rootFD: fd, rootStat: st)
         VaultFileSystem.raiseFileLimit()
     }

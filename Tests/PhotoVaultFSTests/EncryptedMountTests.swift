@@ -318,6 +318,9 @@ class EncryptedMountTests: XCTestCase {
     /// see the new bytes at once. (With the writeback cache, which turns the bypass off, the
     /// writes are cached and the readers' view must be just as fresh.)
     func testWriteOnlyHandlesBypassThePageCacheAndReadersStayCoherent() throws {
+        // The mount's decision: direct writes are on by default, off with the writeback
+        // cache and before Linux 6.6.
+        XCTAssertEqual(h.fs.writeOnlyBypassesCache, !writebackCache && KernelRelease.directWritesKeepCachesCoherent)
         let direct = h.mountpoint + "/direct.bin", cached = h.mountpoint + "/cached.bin"
         let mib = [UInt8]((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
         // Each file is mapped (not read) before it is written, and its pages are counted
@@ -335,7 +338,7 @@ class EncryptedMountTests: XCTestCase {
             var vec = [UInt8](repeating: 0, count: mib.count / 4096)
             XCTAssertEqual(mincore(map, mib.count, &vec), 0)
             let resident = vec.filter { $0 & 1 != 0 }.count
-            if mode == O_WRONLY && !writebackCache && KernelRelease.directWritesKeepCachesCoherent {
+            if mode == O_WRONLY && h.fs.writeOnlyBypassesCache {
                 XCTAssertEqual(resident, 0, "a write-only handle filled the page cache")
             } else if mode == O_WRONLY {
                 XCTAssertEqual(resident, 256, "with the writeback cache or before Linux 6.6, write-only handles use the cache")
@@ -400,8 +403,10 @@ class EncryptedMountTests: XCTestCase {
     private func rm(_ p: String) { unlink(p) }
 }
 
-/// Every test of the base class, with the writeback cache. Inherited tests are discovered too
-/// (all of them run here, overridden or not); the overrides are from when they seemed needed.
+/// Every test of the base class, with the writeback cache. Linux test discovery finds a class
+/// only if it declares a test method itself; once found, all of its tests run here, inherited
+/// ones too. With none of the overrides below, the class is not listed and none of them run
+/// (checked with `swift test list`: 11 tests with them, 0 without).
 final class EncryptedWritebackMountTests: EncryptedMountTests {
     override var writebackCache: Bool { true }
     override func testRoundTripWithRealToolsLeavesOnlyCiphertext() throws { try super.testRoundTripWithRealToolsLeavesOnlyCiphertext() }
