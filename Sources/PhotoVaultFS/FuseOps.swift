@@ -104,12 +104,10 @@ extension VaultFileSystem {
         conn.pointee.max_readahead = 1 << 20
         // Must equal the max_read mount option (libfuse checks).
         if options.maxRead > 0 { conn.pointee.max_read = UInt32(options.maxRead) }
-        // Room for several read-ahead windows in flight (MountOptions.maxBackground). The
-        // kernel caps both values at fuse's max_user_bgreq for a mount made by a user.
-        if options.maxBackground > 0 {
-            conn.pointee.max_background = UInt32(options.maxBackground)
-            conn.pointee.congestion_threshold = UInt32(max(1, options.maxBackground * 3 / 4))
-        }
+        // Room for several read-ahead windows in flight (MountOptions.maxBackground). libfuse
+        // caps it at 65535 and, with congestion_threshold left 0, sends three quarters of it
+        // as the threshold; the kernel caps both at fuse's max_user_bgreq for a user's mount.
+        if options.maxBackground > 0 { conn.pointee.max_background = UInt32(options.maxBackground) }
     }
 }
 
