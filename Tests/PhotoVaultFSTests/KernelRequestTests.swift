@@ -108,7 +108,14 @@ final class KernelRequestTests: XCTestCase {
         // The connection's limits as the kernel took them from the INIT reply.
         let dev = try XCTUnwrap(VaultFileSystem.mountDevice(h.mountpoint))
         let minor = try XCTUnwrap(dev.split(separator: ":").last)
-        let dir = "/sys/fs/fuse/connections/\(minor)"
+        // The limits are shown by the kernel's fusectl file system. systemd mounts it at
+        // boot; a bare VM or container may not have: mount it for the test and undo that.
+        let connections = "/sys/fs/fuse/connections"
+        if MountHarness.sh("mountpoint", "-q", connections).status != 0 {
+            h.shell("mount -t fusectl fusectl \(connections)")
+            addTeardownBlock { _ = MountHarness.sh("umount", connections) }
+        }
+        let dir = "\(connections)/\(minor)"
         func value(_ name: String) throws -> String {
             try String(contentsOfFile: "\(dir)/\(name)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         }
