@@ -43,7 +43,7 @@ enum FuseOps {
             }
             fuse_reply_none(req)
         }
-        o.getattr = { req, ino, _ in FuseOps.serve(req) { $0.getattr(req, ino) } }
+        o.getattr = { req, ino, fi in FuseOps.serve(req) { $0.getattr(req, ino, fi) } }
         o.setattr = { req, ino, attr, valid, fi in FuseOps.serve(req) { $0.setattr(req, ino, attr, valid, fi) } }
         o.readlink = { req, ino in FuseOps.serve(req) { $0.readlink(req, ino) } }
         o.mknod = { req, parent, name, mode, rdev in FuseOps.serve(req) { $0.mknod(req, parent, name, mode, rdev) } }

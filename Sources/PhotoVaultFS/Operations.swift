@@ -116,8 +116,13 @@ extension VaultFileSystem {
         table.forget(ino, n)
     }
 
-    func getattr(_ req: fuse_req_t?, _ ino: fuse_ino_t) {
+    /// `fi` is set when the kernel asks on behalf of an open file. With the writeback cache it
+    /// does so before accepting a `write()` into its cache once the attributes were invalidated
+    /// (as `lock()` does): refusing a handle whose key is wiped is what makes such a write
+    /// fail at once, as a written-through one would, instead of failing at writeback.
+    func getattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
         do {
+            if let h = handle(fi), h.content.isKeyWiped { throw FSError.locked }
             var st = try attributes(of: try table.require(ino))
             fuse_reply_attr(req, &st, timeout)
         } catch {
