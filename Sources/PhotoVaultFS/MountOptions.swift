@@ -10,7 +10,9 @@ public struct MountOptions: Sendable {
     /// Kernel writeback cache: gathers small writes into 1 MiB ones (one chunk rewrite
     /// instead of many). Measured on 2 cores, 64 KiB chunks: dd bs=4k 32 MiB 1.10 s -> 0.30 s,
     /// but cp of a 256 MiB file 0.71 s -> 1.76 s (FUSE's strict dirty-page throttling).
-    /// Copying photos in is the common case, so it is off by default.
+    /// Copying photos in is the common case, so it is off by default. Keeping write-only
+    /// handles direct under it was tried too (PERFORMANCE.md, change 27): the kernel then keeps
+    /// a stale mtime for files written through them, so the two exclude each other.
     public var writebackCache: Bool
     /// Entry and attribute cache lifetime in the kernel, seconds.
     public var cacheTimeout: Double
