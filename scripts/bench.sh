@@ -3,9 +3,13 @@
 # non-encrypting passthrough_ll and the bare backing directory ("plain").
 #
 # Method: every system gets a fresh backing directory each round and all of them are
-# mounted side by side.  Each phase runs on every system back to back (the order is
-# rotated each round: A B C D, B C D A, ...), so values that get compared were taken
-# seconds apart on the same (possibly shared and noisy) machine.  Medians over ROUNDS;
+# mounted side by side.  Each phase runs on every system back to back (the order changes
+# each round, reversed every other round: A B C D, D C B A, C D A B, B A D C, ..., so each
+# pair of systems swaps places from one round to the next), so values that get compared
+# were taken seconds apart on the same (possibly shared and noisy) machine.  Before every
+# timed step of every system, an untimed step writes and deletes as much memory as the
+# step may allocate (WARM), so that no system inherits warmer free memory than another
+# (see "Noise" in docs/PERFORMANCE.md).  Medians over ROUNDS;
 # ratios are medians of the per-round paired ratios.  "Cold" phases unmount, drop the
 # kernel caches (echo 3 > /proc/sys/vm/drop_caches) and mount again first, so neither
 # the kernel's page cache of the FUSE view nor a daemon's private cache can serve them.
@@ -29,6 +33,8 @@
 #   TREE_SRC [/usr/include]  directory tarred once for untar / ls -lR / rm -rf
 #   FIO_SIZE_MB [256]    file for random 4 KiB I/O;  FIO_RUNTIME [4] s cap per fio job
 #                        (a job also ends after one pass over the file)
+#   WARM [1]             0 = no memory-warming step before each timed step, as runs
+#                        before 2026-12-04's W1 were made (the order alternates either way)
 #   QUICK [0]            1 = smoke test: ROUNDS=1 SIZE_MB=128 PHOTOS=20 THUMBS=500
 #                        FIO_SIZE_MB=64 FIO_RUNTIME=2 (explicit knobs still win)
 #   SUBJECT [photovault] REF [gocryptfs] BASE [passthrough_ll]
@@ -89,11 +95,13 @@ fi
 : "${SWIFT_SCRATCH:=}"
 : "${MOUNT_TIMEOUT:=60}"
 : "${UMOUNT_TIMEOUT:=120}"
+: "${WARM:=1}"
 case $OUT in /*) ;; *) OUT=$REPO/$OUT ;; esac
 case $WORK in /*) ;; *) echo "WORK must be an absolute path" >&2; exit 1 ;; esac
 
 INPUTS=$WORK/inputs          # tmpfs: photos, thumbnails, tarball, export target
 RAMFS=$WORK/ram              # tmpfs: backing store for BACKING=tmpfs
+WARMFS=$WORK/warm            # tmpfs: warm_memory's scratch files
 DISKFS=$WORK/disk            # plain directory on WORK's filesystem for BACKING=disk
 MNTROOT=$WORK/mnt            # FUSE mountpoints (never inside a tmpfs we unmount)
 BIN=$WORK/bin
@@ -223,6 +231,12 @@ prepare_inputs() {
   TREE_FILES=$(find "$INPUTS/tree-ref" -type f | wc -l)
   TREE_MB=$(du -sm --apparent-size "$INPUTS/tree-ref" | cut -f1)
   rm -rf "$INPUTS/tree-ref"
+  # warm_memory's largest step, + slack (empty between steps)
+  if [ "$WARM" = 1 ]; then
+    local w=$SIZE_MB n
+    for n in "$PHOTO_MB" "$THUMB_MB" "$FIO_SIZE_MB" "$TREE_MB"; do [ "$n" -gt "$w" ] && w=$n; done
+    mount_tmpfs "$WARMFS" $(( w * 2 + 64 ))
+  fi
 }
 
 backing_size_mb() {  # tmpfs size for all systems' backing dirs at the same time
@@ -398,8 +412,26 @@ rec() {  # rec METRIC VALUE UNIT
   printf '      %-26s %10s %s\n' "$1" "$2" "$3" >&2
 }
 
+# Untimed, before every timed step of every system: write and delete MB of memory (two
+# writers, one per core) on a tmpfs of its own. This VM hands memory that stays free for
+# a moment back to its host, and the first touch of such a page costs a host fault (see
+# "Noise" in docs/PERFORMANCE.md). Without this step the system that ran right after a
+# step that freed memory got those warm pages and the next one got cold ones: the same
+# photo import took 30-40 % longer in second place than in first, for gocryptfs and
+# PhotoVault alike, and with a fixed order that bias always fell on the same system.
+warm_memory() {  # warm_memory MB
+  [ "$WARM" = 1 ] && [ "${1:-0}" -gt 0 ] || return 0
+  local half=$(( ($1 + 1) / 2 )) pid
+  dd if=/dev/zero of="$WARMFS/a" bs=1M count="$half" status=none & pid=$!
+  dd if=/dev/zero of="$WARMFS/b" bs=1M count="$half" status=none
+  wait "$pid"
+  rm -f "$WARMFS/a" "$WARMFS/b"
+}
+
 T0=0; K0=0; DT=NA; DCPU=NA
-t_start() { sync -f "$BACKROOT"; K0=$(daemon_ticks); T0=$EPOCHREALTIME; }
+# t_start [MB]: MB is what the step may allocate (new files plus the page cache it fills)
+# on the system that allocates most, for warm_memory
+t_start() { warm_memory "${1:-0}"; sync -f "$BACKROOT"; K0=$(daemon_ticks); T0=$EPOCHREALTIME; }
 t_stop() {  # t_stop RC
   local t1=$EPOCHREALTIME k1
   k1=$(daemon_ticks)
@@ -423,7 +455,7 @@ settle_memory() { drop_caches; [ -w /proc/sys/vm/compact_memory ] && echo 1 > /p
 
 ph_seqwrite() {
   settle_memory
-  t_start; dd if=/dev/zero of="$V/seq.bin" bs=1M count="$SIZE_MB" conv=fsync status=none; t_stop $?
+  t_start $(( SIZE_MB * 2 )); dd if=/dev/zero of="$V/seq.bin" bs=1M count="$SIZE_MB" conv=fsync status=none; t_stop $?
   rec seqwrite_MiBps "$(rate "$SIZE_MB" "$DT")" MiB/s; rec_cpu seqwrite
 }
 
@@ -431,14 +463,14 @@ ph_seqread() {
   [ -f "$V/seq.bin" ] || { log "seqread: no seq.bin (needs seqwrite)"; return 0; }
   cold || return 1
   settle_memory
-  t_start; dd if="$V/seq.bin" of=/dev/null bs=1M status=none; t_stop $?
+  t_start "$SIZE_MB"; dd if="$V/seq.bin" of=/dev/null bs=1M status=none; t_stop $?
   rec seqread_MiBps "$(rate "$SIZE_MB" "$DT")" MiB/s; rec_cpu seqread
   rm -f "$V/seq.bin"
 }
 
 ph_photo_in() {
   mkdir -p "$V/photos"
-  t_start; cp "$INPUTS/photos"/IMG_* "$V/photos/" && settle; t_stop $?
+  t_start $(( PHOTO_MB * 2 )); cp "$INPUTS/photos"/IMG_* "$V/photos/" && settle; t_stop $?
   rec photo_in_s "$DT" s; rec photo_in_MiBps "$(rate "$PHOTO_MB" "$DT")" MiB/s; rec_cpu photo_in
 }
 
@@ -446,7 +478,7 @@ ph_photo_out() {
   [ -d "$V/photos" ] || { log "photo_out: no photos (needs photo_in)"; return 0; }
   cold || return 1
   local out=$INPUTS/export; rm -rf "$out"; mkdir -p "$out"
-  t_start; cp "$V/photos"/IMG_* "$out/"; t_stop $?
+  t_start $(( PHOTO_MB * 2 )); cp "$V/photos"/IMG_* "$out/"; t_stop $?
   rec photo_out_s "$DT" s; rec photo_out_MiBps "$(rate "$PHOTO_MB" "$DT")" MiB/s; rec_cpu photo_out
   if (cd "$out" && openssl dgst -sha256 -r IMG_*) 2>/dev/null | cmp -s - "$INPUTS/photos.sha256"; then
     rec photo_verify_ok 1 bool
@@ -456,7 +488,7 @@ ph_photo_out() {
 
 ph_untar() {
   mkdir -p "$V/tree"
-  t_start; tar --no-same-owner -xf "$INPUTS/tree.tar" -C "$V/tree" 2>> "$LOGS/$SYS.log" && settle; t_stop $?
+  t_start $(( TREE_MB * 2 )); tar --no-same-owner -xf "$INPUTS/tree.tar" -C "$V/tree" 2>> "$LOGS/$SYS.log" && settle; t_stop $?
   rec untar_s "$DT" s; rec_cpu untar
 }
 
@@ -480,13 +512,13 @@ ph_rm() {
 ph_thumbs() {
   # setup (timed separately, it is a many-small-files write): copy the files in
   mkdir -p "$V/thumbs"
-  t_start; cp "$INPUTS/thumbs"/P* "$V/thumbs/" && settle; t_stop $?
+  t_start $(( THUMB_MB * 2 )); cp "$INPUTS/thumbs"/P* "$V/thumbs/" && settle; t_stop $?
   rec thumbs_write_s "$DT" s; rec_cpu thumbs_write
   cold || return 1
   # a thumbnailer: list the directory, then read the first THUMB_READ_KB of every file
   # (head -c per file; xargs batches the names so process start-up does not dominate)
   local got want=$(( THUMBS * (THUMB_READ_KB < THUMB_KB ? THUMB_READ_KB : THUMB_KB) * 1024 ))
-  t_start
+  t_start "$THUMB_MB"
   got=$(cd "$V/thumbs" && printf '%s\0' P* | xargs -0 head -q -c $((THUMB_READ_KB * 1024)) | wc -c); t_stop $?
   rec thumbs_s "$DT" s; rec thumbs_files_per_s "$(rate "$THUMBS" "$DT")" files/s; rec_cpu thumbs
   [ "$got" = "$want" ] || log "$SYS: thumbnail read returned $got bytes, expected $want"
@@ -514,11 +546,11 @@ ph_fio() {
   # (or FIO_RUNTIME) ended by an fsync; IOPS = ops / wall time including that fsync
   fio --name=layout --filename="$f" --size="${FIO_SIZE_MB}M" --rw=write --bs=1M --end_fsync=1 \
       --output=/dev/null > /dev/null 2>> "$LOGS/$SYS.log" || { log "$SYS: fio layout failed"; return 0; }
-  t_start; fio --name=randwrite "${common[@]}" --rw=randwrite --end_fsync=1 > "$j-write.json" 2>> "$LOGS/$SYS.log"; t_stop $?
+  t_start "$FIO_SIZE_MB"; fio --name=randwrite "${common[@]}" --rw=randwrite --end_fsync=1 > "$j-write.json" 2>> "$LOGS/$SYS.log"; t_stop $?
   rec rand4k_write_iops "$(fio_iops "$j-write.json" write "$DT")" IOPS; rec_cpu rand4k_write
   # random reads, cold; fio sets POSIX_FADV_RANDOM, so each read is one 4 KiB FUSE READ
   cold || return 1
-  t_start; fio --name=randread "${common[@]}" --rw=randread > "$j-read.json" 2>> "$LOGS/$SYS.log"; t_stop $?
+  t_start "$FIO_SIZE_MB"; fio --name=randread "${common[@]}" --rw=randread > "$j-read.json" 2>> "$LOGS/$SYS.log"; t_stop $?
   rec rand4k_read_iops "$(fio_iops "$j-read.json" read "$DT")" IOPS; rec_cpu rand4k_read
   rm -f "$f"
 }
@@ -560,7 +592,7 @@ write_env() {  # write_env FILE
     echo "load average at start: $LOAD_START, at end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "backing: $BACKING_NOW ($( [ "$BACKING_NOW" = tmpfs ] && echo "tmpfs on $RAMFS" || df -T "$DISKFS" | awk 'NR==2 {print $2 " on " $1}'))"
     echo "inputs: tmpfs on $INPUTS"
-    echo "rounds: $ROUNDS; systems: ${RUN_SYSTEMS[*]}; phases: $PHASES"
+    echo "rounds: $ROUNDS; systems: ${RUN_SYSTEMS[*]}; phases: $PHASES; order alternates by round; memory warmed before each timed step: $( [ "$WARM" = 1 ] && echo yes || echo 'no (WARM=0)')"
     echo "seq file: $SIZE_MB MiB (dd bs=1M conv=fsync; read cold after remount + drop_caches)"
     echo "photos: $PHOTOS files, $PHOTO_MIN_KB-$PHOTO_MAX_KB KiB random data, $PHOTO_MB MiB in all"
     echo "thumbnails: $THUMBS files of $THUMB_KB KiB (smaller than real photos to keep setup short); first $THUMB_READ_KB KiB read of each, cold"
@@ -590,7 +622,13 @@ run_backing() {  # run_backing tmpfs|disk
   local r i n=${#RUN_SYSTEMS[@]} t0=$EPOCHREALTIME
   local -a rot
   for ((r = 1; r <= ROUNDS; r++)); do
-    rot=(); for ((i = 0; i < n; i++)); do rot+=("${RUN_SYSTEMS[$(( (i + r - 1) % n ))]}"); done
+    # rotated by 0, 0, 2, 2, 4, 4, ... and reversed in even rounds: every pair of systems
+    # swaps places from round to round (a rotation alone keeps each system right behind
+    # the same neighbour in every round)
+    rot=(); for ((i = 0; i < n; i++)); do rot+=("${RUN_SYSTEMS[$(( (i + (r - 1) / 2 * 2) % n ))]}"); done
+    if (( r % 2 == 0 )); then
+      local -a rev=(); for ((i = n - 1; i >= 0; i--)); do rev+=("${rot[$i]}"); done; rot=("${rev[@]}")
+    fi
     run_round "$r" "${rot[@]}"
   done
   write_env "$dir/env.txt"
