@@ -109,6 +109,7 @@ PASSFILE=$WORK/passfile
 CLK_TCK=$(getconf CLK_TCK)
 PY=/usr/bin/python3
 PV=""                        # photovault binary, once built
+WARM_MB=0                    # size of the warming tmpfs (prepare_inputs)
 
 log()  { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die()  { log "ERROR: $*"; exit 1; }
@@ -235,7 +236,8 @@ prepare_inputs() {
   if [ "$WARM" = 1 ]; then
     local w=$SIZE_MB n
     for n in "$PHOTO_MB" "$THUMB_MB" "$FIO_SIZE_MB" "$TREE_MB"; do [ "$n" -gt "$w" ] && w=$n; done
-    mount_tmpfs "$WARMFS" $(( w * 2 + 64 ))
+    WARM_MB=$(( w * 2 + 64 ))
+    mount_tmpfs "$WARMFS" "$WARM_MB"
   fi
 }
 
@@ -251,7 +253,7 @@ check_memory() {  # refuse to start a tmpfs run that would push the box into OOM
   local want=$1 avail
   avail=$(awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo)
   if [ "$want" -gt $(( avail * 70 / 100 )) ]; then
-    die "tmpfs backing needs up to ${want} MiB but only ${avail} MiB are available; use BACKING=disk or smaller SIZE_MB/PHOTOS/THUMBS"
+    die "tmpfs backing (and WARM) needs up to ${want} MiB but only ${avail} MiB are available; use BACKING=disk, WARM=0 or smaller SIZE_MB/PHOTOS/THUMBS"
   fi
 }
 
@@ -614,7 +616,7 @@ run_backing() {  # run_backing tmpfs|disk
   echo "${RUN_SYSTEMS[*]}" > "$dir/systems"     # column order for the report
   LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
   if [ "$1" = tmpfs ]; then
-    local size; size=$(backing_size_mb); check_memory "$size"
+    local size; size=$(backing_size_mb); check_memory $(( size + WARM_MB ))
     mount_tmpfs "$RAMFS" "$size"; BACKROOT=$RAMFS
   else
     rm -rf "$DISKFS"; mkdir -p "$DISKFS"; BACKROOT=$DISKFS
