@@ -4,8 +4,9 @@
 #
 # Method: every system gets a fresh backing directory each round and all of them are
 # mounted side by side.  Each phase runs on every system back to back (the order changes
-# each round, reversed every other round: A B C D, D C B A, C D A B, B A D C, ..., so each
-# pair of systems swaps places from one round to the next), so values that get compared
+# each round, reversed every other round: A B C D, D C B A, C D A B, B A D C, ..., so
+# systems next to each other in SYSTEMS, gocryptfs and photovault by default, swap places
+# from one round to the next), so values that get compared
 # were taken seconds apart on the same (possibly shared and noisy) machine.  Before every
 # timed step of every system, an untimed step writes and deletes as much memory as the
 # step may allocate (WARM), so that no system inherits warmer free memory than another
@@ -624,9 +625,9 @@ run_backing() {  # run_backing tmpfs|disk
   local r i n=${#RUN_SYSTEMS[@]} t0=$EPOCHREALTIME
   local -a rot
   for ((r = 1; r <= ROUNDS; r++)); do
-    # rotated by 0, 0, 2, 2, 4, 4, ... and reversed in even rounds: every pair of systems
-    # swaps places from round to round (a rotation alone keeps each system right behind
-    # the same neighbour in every round)
+    # rotated by 0, 0, 2, 2, 4, 4, ... and reversed in even rounds: systems next to each
+    # other in SYSTEMS swap places from round to round (a rotation alone keeps each system
+    # right behind the same neighbour in every round)
     rot=(); for ((i = 0; i < n; i++)); do rot+=("${RUN_SYSTEMS[$(( (i + (r - 1) / 2 * 2) % n ))]}"); done
     if (( r % 2 == 0 )); then
       local -a rev=(); for ((i = n - 1; i >= 0; i--)); do rev+=("${rot[$i]}"); done; rot=("${rev[@]}")
