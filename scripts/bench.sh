@@ -49,7 +49,8 @@
 #   SWIFT_SCRATCH []     --scratch-path for `swift build` (default: SwiftPM's .build)
 #
 # Output: Markdown tables (medians; speed ratios SUBJECT/REF and SUBJECT/BASE; FUSE daemon
-# CPU seconds per workload from /proc/PID/stat utime+stime; daemon peak RSS from VmHWM),
+# CPU seconds per workload from /proc/PID/stat utime+stime; the timed tools' own CPU seconds,
+# with the ceiling they put on the speed ratio; daemon peak RSS from VmHWM),
 # then one `RESULT<TAB>system<TAB>metric<TAB>median<TAB>unit` line per metric (for
 # peak_rss_MiB the value is the maximum over the run; with BACKING=both metrics are
 # prefixed tmpfs/ or disk/).  OUT holds raw.tsv (every value of every round), env.txt,
@@ -431,19 +432,34 @@ warm_memory() {  # warm_memory MB
   rm -f "$WARMFS/a" "$WARMFS/b"
 }
 
-T0=0; K0=0; DT=NA; DCPU=NA
+# CT = user+sys of this shell's waited-for children (cutime+cstime): the timed tools' own
+# CPU. Read with builtins only; a command substitution would read a subshell's times.
+CT=0
+client_ticks() {
+  local line; local -a f
+  read -r line < "/proc/$BASHPID/stat"; line=${line##*) }; read -r -a f <<< "$line"
+  CT=$(( f[13] + f[14] ))
+}
+
+T0=0; K0=0; C0=0; DT=NA; DCPU=NA; CCPU=NA
 # t_start [MB]: MB is what the step may allocate (new files plus the page cache it fills)
 # on the system that allocates most, for warm_memory
-t_start() { warm_memory "${1:-0}"; sync -f "$BACKROOT"; K0=$(daemon_ticks); T0=$EPOCHREALTIME; }
+t_start() { warm_memory "${1:-0}"; sync -f "$BACKROOT"; K0=$(daemon_ticks); client_ticks; C0=$CT; T0=$EPOCHREALTIME; }
 t_stop() {  # t_stop RC
   local t1=$EPOCHREALTIME k1
+  client_ticks
   k1=$(daemon_ticks)
   if [ "$1" = 0 ]; then DT=$(fsub "$T0" "$t1"); else DT=NA; log "$SYS: timed command failed (rc=$1)"; fi
   if [ -n "$DPIDS" ]; then DCPU=$(awk -v a="$K0" -v b="$k1" -v hz="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/hz}')
   else DCPU=NA; fi
+  CCPU=$(awk -v a="$C0" -v b="$CT" -v hz="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/hz}')
   sample_hwm
 }
-rec_cpu() { [ "$DCPU" = NA ] || rec "$1.cpu_s" "$DCPU" s; }
+# the daemon's CPU seconds, and the client's: the timed tools' own user+sys
+rec_cpu() {
+  [ "$DCPU" = NA ] || rec "$1.cpu_s" "$DCPU" s
+  [ "$DT" = NA ] || rec "$1.client_cpu_s" "$CCPU" s
+}
 
 settle() {  # end of a timed write phase: data handed to the backing fs (and on disk)
   sync -f "$V" && { [ "$V" = "$C" ] || sync -f "$C"; }

@@ -117,7 +117,7 @@ def main():
     out.append("|" + "---|" * 2 + "---:|" * (len(head) - 2))
     metrics = [m for m in ORDER if m in units]
     metrics += sorted(m for m in units if m not in ORDER and m not in VERIFY
-                      and not m.endswith(".cpu_s") and not m.startswith("peak_rss"))
+                      and not m.endswith("cpu_s") and not m.startswith("peak_rss"))
     for m in metrics:
         cells = [LABELS.get(m, (m,))[0], units[m]] + [fmt(med.get((s, m))) for s in systems]
         if subj and ref:
@@ -158,6 +158,32 @@ def main():
             out.append(f"CPU ratio > 1: {subj}'s daemon used more CPU than {ref}'s.")
             out.append("")
 
+    client = [m for m in (f"{p}.client_cpu_s" for p in CPU_PHASES) if m in units]
+    if client:
+        out.append("### Client CPU seconds per workload (the timed tools' own user+sys, median)")
+        out.append("")
+        head = ["workload"] + systems + ([f"ceiling {subj}/{ref}"] if subj and ref else [])
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|---|" + "---:|" * (len(head) - 1))
+        for m in client:
+            phase = m[:-len(".client_cpu_s")]
+            cells = [CPU_PHASES[phase]] + [fmt(med.get((s, m))) for s in systems]
+            if subj and ref:
+                # a single-threaded tool's wall time is at least its own CPU time, so
+                # REF's duration over SUBJECT's client CPU bounds SUBJECT's speed ratio
+                dur = f"{phase}_s"
+                pairs = [by_round[(ref, dur, k)] / by_round[(subj, m, k)] for k in rounds
+                         if by_round.get((ref, dur, k)) and by_round.get((subj, m, k))]
+                cells.append(f"{statistics.median(pairs):.2f}" if pairs else "")
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+        if subj and ref:
+            out.append(f"ceiling = {ref}'s duration / the CPU time of the tools on {subj}, median of "
+                       f"per-round values: the speed ratio {subj} would reach if the tools never "
+                       "waited for it (their kernel time for page-cache fills and copies stays). "
+                       "Shown for workloads timed as a duration.")
+            out.append("")
+
     rss = [s for s in fuse if (s, "peak_rss_MiB") in vals]
     if rss:
         out.append("### Daemon peak RSS (VmHWM, largest over every mount of the run)")
@@ -186,7 +212,7 @@ def main():
 
     print("\n".join(out))
     for s in systems:
-        for m in metrics + list(VERIFY) + cpu:
+        for m in metrics + list(VERIFY) + cpu + client:
             if (s, m) in med:
                 print(f"RESULT\t{s}\t{prefix}{m}\t{med[(s, m)]:g}\t{units[m]}")
         if (s, "peak_rss_MiB") in vals:
