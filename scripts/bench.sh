@@ -313,13 +313,18 @@ find_daemon_pids() {  # find_daemon_pids "HOLDERS-BEFORE-MOUNT": sets DPIDS
   DPIDS=${found# }
 }
 
-daemon_ticks() {  # utime+stime (all threads, from /proc/PID/stat) of the daemon(s)
-  local t=0 p s f
-  for p in $DPIDS; do
-    s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-    s=${s##*) }; read -r -a f <<< "$s"
-    t=$(( t + f[11] + f[12] ))
-  done
+# STAT = the fields of /proc/PID/stat after "(comm) ": STAT[11] utime, STAT[12] stime,
+# STAT[13] cutime, STAT[14] cstime (ticks). Builtins only, so reading it forks nothing.
+STAT=()
+read_stat() {  # read_stat PID; returns 1 if the process is gone
+  local line
+  read -r line 2>/dev/null < "/proc/$1/stat" || return 1
+  line=${line##*) }; read -r -a STAT <<< "$line"
+}
+
+daemon_ticks() {  # utime+stime (all threads) of the daemon(s)
+  local t=0 p
+  for p in $DPIDS; do read_stat "$p" && t=$(( t + STAT[11] + STAT[12] )); done
   echo "$t"
 }
 
@@ -433,13 +438,9 @@ warm_memory() {  # warm_memory MB
 }
 
 # CT = user+sys of this shell's waited-for children (cutime+cstime): the timed tools' own
-# CPU. Read with builtins only; a command substitution would read a subshell's times.
+# CPU. Called directly, not in a command substitution, which would read a subshell's times.
 CT=0
-client_ticks() {
-  local line; local -a f
-  read -r line < "/proc/$BASHPID/stat"; line=${line##*) }; read -r -a f <<< "$line"
-  CT=$(( f[13] + f[14] ))
-}
+client_ticks() { read_stat "$BASHPID"; CT=$(( STAT[13] + STAT[14] )); }
 
 T0=0; K0=0; C0=0; DT=NA; DCPU=NA; CCPU=NA
 # t_start [MB]: MB is what the step may allocate (new files plus the page cache it fills)
