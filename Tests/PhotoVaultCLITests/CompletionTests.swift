@@ -12,6 +12,11 @@ final class CompletionTests: XCTestCase {
         try? Completion.bash().write(toFile: scriptPath, atomically: true, encoding: .utf8)
     }
 
+    override class func tearDown() {
+        try? FileManager.default.removeItem(atPath: scriptPath)
+        super.tearDown()
+    }
+
     override func setUpWithError() throws {
         workDir = NSTemporaryDirectory() + "pv-compl-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: workDir + "/photos dir", withIntermediateDirectories: true)
