@@ -88,8 +88,9 @@ enum MountFlow {
         let password = try PasswordInput().password(args, confirm: true)
         defer { password.wipe() }
         let recovery = try AccountStore(layout: layout).add(user: user, password: password, deviceBound: false)
+        defer { recovery.wipe() }
         print("Created the store and the account '\(user)'.")
-        print("Recovery key (write it down; it is shown only once):\n\n    \(recovery)\n")
+        print("Recovery key (write it down; it is shown only once):\n\n    \(recovery.formatted)\n")
         return true
     }
 

@@ -1,0 +1,78 @@
+import Foundation
+import XCTest
+
+/// `photovault mount` on a fresh machine, at a terminal: it offers to create the default store
+/// and the account, then mounts the default vault. Driven through a real pseudo-terminal,
+/// because the offer is made only there (scripts get "not initialised").
+final class FirstRunTests: XCTestCase {
+    /// Answers each prompt only once it has appeared (the password prompt flushes type-ahead,
+    /// as a terminal should), and prints everything the command wrote to the terminal.
+    static let driver = #"""
+import os, pty, select, sys, time
+answers = [(b"[y/N]", b"y\n"), (b"Password:", None), (b"Retype", None), (b"Password:", None)]
+password = sys.argv[1].encode() + b"\n"
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+seen, out, step, status = b"", b"", 0, None
+deadline = time.time() + 60
+while time.time() < deadline:
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            chunk = b""
+        out += chunk
+        seen += chunk
+        if step < len(answers) and answers[step][0] in seen:
+            seen = seen[seen.index(answers[step][0]) + len(answers[step][0]):]
+            time.sleep(0.1)
+            os.write(fd, answers[step][1] or password)
+            step += 1
+    done, st = os.waitpid(pid, os.WNOHANG)
+    if done:
+        status = os.waitstatus_to_exitcode(st)
+        break
+sys.stdout.write(out.decode(errors="replace"))
+sys.stdout.write("\nDRIVER steps=%d status=%s\n" % (step, status))
+sys.exit(0 if status == 0 else 1)
+"""#
+
+    func testFirstMountAtATerminalCreatesTheStoreAndShowsTheRecoveryKey() throws {
+        let s = Sandbox("first-run")
+        let defaultStore = s.root + "/data/photovault/store"
+        let mountpoint = s.root + "/PhotoVault"
+        XCTAssertFalse(FileManager.default.fileExists(atPath: defaultStore))
+        defer { Harness.forceUnmount(mountpoint) }
+
+        let r = Harness.run(["python3", "-c", FirstRunTests.driver, Sandbox.password,
+                             Harness.binary, "mount", "--user", "alice", "--no-dbus"], env: s.env, timeout: 90)
+        XCTAssertEqual(r.status, 0, "first-run mount: \(r.stdout) \(r.stderr)")
+        XCTAssertTrue(r.stdout.contains("Created the store and the account 'alice'"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("Mounted the vault of alice at \(mountpoint)"), r.stdout)
+        XCTAssertFalse(r.stdout.contains("RecoveryKey"), "a type name was printed instead of the key: \(r.stdout)")
+        XCTAssertFalse(r.stdout.contains(Sandbox.password), "the password was echoed: \(r.stdout)")
+        let key = try XCTUnwrap(AccountFixtures.recoveryKey(in: r.stdout), "no recovery key shown: \(r.stdout)")
+
+        // The default vault is mounted, and it is alice's.
+        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mountpoint) })
+        try "first photo".write(toFile: mountpoint + "/first.txt", atomically: false, encoding: .utf8)
+        XCTAssertEqual(try String(contentsOfFile: mountpoint + "/first.txt", encoding: .utf8), "first photo")
+        let off = s.pv(["unmount", mountpoint])
+        XCTAssertEqual(off.status, 0, off.stderr)
+        XCTAssertFalse(Harness.isMounted(mountpoint))
+        XCTAssertEqual(Sandbox.scan(defaultStore, ["first photo", "first.txt", "alice"]), [])
+
+        // The key shown is the account's real recovery key: it resets the password.
+        let keyFile = s.root + "/key", newPass = s.root + "/new-pass"
+        try (key + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
+        try "after the first run\n".write(toFile: newPass, atomically: true, encoding: .utf8)
+        let reset = s.pv(["user", "reset-password", "alice", "--recovery-key-file", keyFile, "--new-passfile", newPass])
+        XCTAssertEqual(reset.status, 0, reset.stderr)
+        let again = s.pv(["mount", "--user", "alice", "--passfile", newPass, "--no-dbus"])
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(try String(contentsOfFile: mountpoint + "/first.txt", encoding: .utf8), "first photo")
+        XCTAssertEqual(s.pv(["unmount", mountpoint]).status, 0)
+    }
+}
