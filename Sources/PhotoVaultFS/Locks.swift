@@ -29,10 +29,19 @@ final class PMutex: @unchecked Sendable {
 final class PRWLock: @unchecked Sendable {
     private let l: UnsafeMutablePointer<pthread_rwlock_t>
 
-    init() {
+    /// `preferWriters`: a waiting writer stops new readers from entering (glibc's default
+    /// lets a steady stream of readers starve it). Only for locks no thread takes twice for
+    /// reading: a second read lock behind a waiting writer would deadlock.
+    init(preferWriters: Bool = false) {
         l = .allocate(capacity: 1)
         l.initialize(to: pthread_rwlock_t())
-        pthread_rwlock_init(l, nil)
+        var attr = pthread_rwlockattr_t()
+        pthread_rwlockattr_init(&attr)
+        if preferWriters {
+            pthread_rwlockattr_setkind_np(&attr, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+        }
+        pthread_rwlock_init(l, &attr)
+        pthread_rwlockattr_destroy(&attr)
     }
 
     deinit {

@@ -21,8 +21,9 @@ public final class VaultFileSystem: @unchecked Sendable {
     private var session: OpaquePointer?
     private var mounted = false
     private var exitRequested = false
-    /// Read-locked by every request, write-locked by `wipeAll()`.
-    let gate = PRWLock()
+    /// Read-locked by every request (once: requests never nest), write-locked by
+    /// `wipeAll()`, which a busy mount must not be able to hold off.
+    let gate = PRWLock(preferWriters: true)
     private var wiped = false
     /// Set during the lock grace period: every new open or create is refused (EACCES).
     private let openGate = PMutex()
@@ -133,8 +134,10 @@ public final class VaultFileSystem: @unchecked Sendable {
             fuse_session_destroy(se)
             session = nil
         }
-        table.closeAll()
+        // Keys first: `wipeAll()` finds the open files' keys through the inode table, and
+        // handles the kernel never released still hold them.
         wipeAll()
+        table.closeAll()
         // A signal exit (positive) or an exit we asked for is a clean end.
         return rc < 0 && !lifecycle.withLock({ exitRequested }) ? rc : 0
     }
@@ -170,13 +173,20 @@ public final class VaultFileSystem: @unchecked Sendable {
         // reads of `complete` files after lock); with writeback caching this also flushes
         // dirty pages to us while the keys still exist.
         dropKernelCache()
-        backend.lock()
-        let complete = table.openFiles().filter { $0.content.protectionClass == .complete }
-        for f in complete { f.content.wipeKey() }
+        // Behind the gate: an open or create in flight could otherwise unwrap a file key
+        // before the class key goes and register its file after the snapshot below, leaving
+        // a `complete` file readable while locked. Requests in flight finish first; new ones
+        // wait until the keys are gone.
+        let complete: [UInt64] = gate.withWriteLock {
+            backend.lock()
+            let files = table.openFiles().filter { $0.content.protectionClass == .complete }
+            for f in files { f.content.wipeKey() }
+            return files.map(\.id)
+        }
         // A READ served between that first pass and the wipe put plaintext back into the
         // cache, where open handles would find it. Reads of these files fail from now on, so
         // one more pass leaves nothing (it waits for replies still on their way).
-        dropKernelCache(complete.map(\.id))
+        dropKernelCache(complete)
         log("vault locked")
     }
 
@@ -200,10 +210,15 @@ public final class VaultFileSystem: @unchecked Sendable {
 
     /// Asks the kernel to drop every cached page of the regular files `ids` (nil: every one
     /// it knows), so no plaintext stays readable from the page cache once keys are gone.
+    ///
+    /// Holds `lifecycle` throughout, so `run()` cannot destroy the session under a
+    /// notification. A notification never waits on `run()`: whatever ends the loop (an
+    /// unmount, `requestExit()`) has already aborted the connection, which ends any wait.
     private func dropKernelCache(_ ids: [UInt64]? = nil) {
-        guard let se = lifecycle.withLock({ mounted ? session : nil }) else { return }
-        for id in ids ?? table.regularFileIDs() {
-            _ = fuse_lowlevel_notify_inval_inode(se, id, 0, 0)
+        let targets = ids ?? table.regularFileIDs()
+        lifecycle.withLock {
+            guard mounted, let se = session else { return }
+            for id in targets { _ = fuse_lowlevel_notify_inval_inode(se, id, 0, 0) }
         }
     }
 
