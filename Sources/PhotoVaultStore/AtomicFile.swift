@@ -32,7 +32,7 @@ public enum AtomicFile {
         } catch { close(fd); throw error }
         guard renameat(dirfd, tmp, dirfd, name) == 0 else { throw StoreError.posix("rename \(name)") }
         ok = true
-        _ = fsync(dirfd)
+        try syncDirectory(dirfd, name)
     }
 
     /// Creates a new file that must not exist yet (same crash safety; fails with `.exists`).
@@ -51,7 +51,22 @@ public enum AtomicFile {
             if errno == EEXIST { throw StoreError.exists(name) }
             throw StoreError.posix("link \(name)")
         }
-        _ = fsync(dirfd)
+        try syncDirectory(dirfd, name)
+    }
+
+    /// fsync of a directory after an entry in it was created, renamed or removed: without
+    /// it the change may not survive a crash. A failure (EIO) is reported, not ignored.
+    public static func syncDirectory(_ dirfd: Int32, _ entry: String) throws {
+        guard fsync(dirfd) == 0 else { throw StoreError.posix("fsync the directory holding \(entry)") }
+    }
+
+    /// Same, for the directory that holds `path` (after `mkdir(path)`, for instance).
+    public static func syncParent(of path: String) throws {
+        let dir = StorePath.dirname(path)
+        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else { throw StoreError.posix("open \(dir)") }
+        defer { close(dfd) }
+        try syncDirectory(dfd, StorePath.basename(path))
     }
 }
 

@@ -26,6 +26,8 @@ public final class UserTree: @unchecked Sendable {
         guard fd >= 0 else { throw StoreError.posix("open \(path)") }
         defer { close(fd) }
         try DirectoryInfo().write(dirfd: fd, keyring: keyring)
+        // The account record written next points at this tree: its entry must last too.
+        try AtomicFile.syncParent(of: path)
     }
 
     /// Opens the tree's root directory (O_RDONLY | O_DIRECTORY).

@@ -197,7 +197,7 @@ public struct AccountStore {
             try withAccountsDir { dfd in
                 guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
                 unlinkat(dfd, name.throttleFileName, 0)
-                _ = fsync(dfd)
+                try AtomicFile.syncDirectory(dfd, name.recordFileName)
             }
             if deletePhotos { try TreeRemoval.removeRecursively(layout.userTree(treeID)) }
         }

@@ -86,7 +86,7 @@ public enum DeviceSecret {
             guard let theirs = try load(at: path) else { throw StoreError.posix("open device secret \(path)", ENOENT) }
             return theirs
         }
-        _ = fsync(dfd)
+        do { try AtomicFile.syncDirectory(dfd, name) } catch { secret.wipe(); throw error }
         return secret
     }
 
@@ -97,6 +97,7 @@ public enum DeviceSecret {
         if stat(dir, &st) == 0 { return }
         try makeDirectories(StorePath.dirname(dir))
         if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(dir)") }
+        try AtomicFile.syncParent(of: dir)
     }
 
     private static func env(_ name: String) -> String? {

@@ -50,6 +50,7 @@ public final class Importer {
             let dest = try VaultPath(vaultDir)
             let entry = try resolver.entry(dest, createParents: true)
             try run.file(from: stdinFD, stat: Optional<stat>.none, to: entry)
+            try AtomicFile.syncDirectory(entry.parent.fd, entry.path.description)
             return run.summary
         }
         guard !sources.contains("-") else { throw StoreError.invalidArgument("'-' (standard input) must be the only source") }
@@ -65,6 +66,8 @@ public final class Importer {
             let entry = VaultEntry(parent: destDir, name: plain, encoded: tree.names.encode(plain, in: destDir.info))
             try run.entry(dirfd: dirfd, name: cname, stat: st, to: entry, resolver: resolver)
         }
+        // What landed directly in the destination (its subdirectories synced themselves).
+        try AtomicFile.syncDirectory(destDir.fd, vaultDir)
         return run.summary
     }
 
@@ -149,7 +152,7 @@ public final class Importer {
                 _ = fchmod(dir.fd, st.st_mode & 0o7777)
                 OfflineSys.setTimes(dir.fd, from: st)
             }
-            _ = fsync(dir.fd)
+            try AtomicFile.syncDirectory(dir.fd, entry.path.description)
         }
 
         /// Streams `src` (a regular file, or stdin when `st` is nil) into a temp file in the
