@@ -52,6 +52,9 @@ enum FSError: Error, Equatable, CustomStringConvertible {
             switch e {
             case .locked: return .locked
             case .integrity(let p, let d): return .integrity(p.isEmpty ? d : "\(p): \(d)")
+            // A damaged or unreadable header or directory record is an integrity failure
+            // too: EIO with a log line, not a silent EIO.
+            case .corruptStore, .corruptRecord, .unknownVersion: return .integrity(e.description)
             case .notFound: return .notFound
             case .exists: return .exists
             default: return .posix(e.errno)

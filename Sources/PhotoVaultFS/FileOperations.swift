@@ -244,7 +244,9 @@ extension VaultFileSystem {
                 case .hidden:
                     continue
                 case .corrupt:
-                    log("skipping an entry of \(table.path(of: ino)) whose name fails authentication: \(String(decoding: ent.name, as: UTF8.self))")
+                    log(options.logsPlaintextPaths
+                        ? "skipping an entry of \(table.path(of: ino)) whose name fails authentication: \(String(decoding: ent.name, as: UTF8.self))"
+                        : "skipping a directory entry whose name fails authentication ('photovault fsck' names it)")
                 }
             }
             let d = OpenDirectory(inode: node, entries: entries)

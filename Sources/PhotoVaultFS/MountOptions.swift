@@ -40,6 +40,10 @@ public struct MountOptions: Sendable {
     /// 512 MiB file 0.60 -> 0.30 s, `dd bs=1M` 0.41 -> 0.26 s, same daemon CPU
     /// (PERFORMANCE.md, change 26). 0 keeps the kernel's default.
     public var maxBackground: Int
+    /// Whether log lines may name plaintext paths. True when the log is the terminal of a
+    /// foreground mount; false for the background daemon, whose log (syslog, the journal)
+    /// is kept on disk, where no plaintext name may go.
+    public var logsPlaintextPaths: Bool = true
 
     public init(mountpoint: String, readOnly: Bool = false, allowOther: Bool = false,
                 fsName: String = "photovault", debug: Bool = false,

@@ -9,7 +9,12 @@ extension VaultFileSystem {
     func fail(_ req: fuse_req_t?, _ error: Error, _ what: @autoclosure () -> String) {
         let e = FSError.from(error)
         if case .integrity(let detail) = e {
-            log("EIO: \(what()): \(detail)")
+            if options.logsPlaintextPaths {
+                log("EIO: \(what()): \(detail)")
+            } else {
+                log("EIO: a file of this vault failed authentication (names stay out of the system log; "
+                    + "'photovault fsck' names the damaged files)")
+            }
         } else if options.debug {
             log("\(what()): \(e)")
         }

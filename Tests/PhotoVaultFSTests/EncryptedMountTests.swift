@@ -24,8 +24,13 @@ class EncryptedMountTests: XCTestCase {
     }
 
     /// A started in-process mount of a fresh encrypted tree under `master`.
-    static func startEncrypted(master: [UInt8], writebackCache: Bool = false) throws -> MountHarness {
-        let h = try MountHarness(options: { MountOptions(mountpoint: $0, writebackCache: writebackCache) }, prepare: { root in
+    static func startEncrypted(master: [UInt8], writebackCache: Bool = false,
+                               logsPlaintextPaths: Bool = true) throws -> MountHarness {
+        let h = try MountHarness(options: {
+            var o = MountOptions(mountpoint: $0, writebackCache: writebackCache)
+            o.logsPlaintextPaths = logsPlaintextPaths
+            return o
+        }, prepare: { root in
             try UserTree.initialiseRoot(at: root, keyring: UserKeyring(masterKey: SecureBytes(copying: master)))
         }, make: { root, options, log in
             let tree = UserTree(root: root, keyring: UserKeyring(masterKey: SecureBytes(copying: master)), layout: layout)
@@ -157,6 +162,46 @@ class EncryptedMountTests: XCTestCase {
         XCTAssertFalse(eio.isEmpty, "log lines: \(h.logLines.all)")
         XCTAssertTrue(eio.allSatisfy { $0.contains("/album/after-rename.jpg") && !$0.contains("before-rename") },
                       "log lines: \(eio)")
+    }
+
+    /// A header with an unknown format version is refused like any other damage: EIO and a
+    /// log line naming the file, not a silent EIO.
+    func testUnknownHeaderVersionIsEIOAndLogged() throws {
+        h.shell("mkdir \"$M/old\"; head -c 3000 /dev/urandom > \"$M/old/from-the-future.jpg\"")
+        let file = h.shell("find \"$B\" -type f ! -name .pvdir -size +2k").trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertFalse(file.isEmpty)
+        // Bytes 4-5: the format version (FORMAT.md section 4), 1 -> 99.
+        h.shell("printf '\\x63\\x00' | dd of='\(file)' bs=1 seek=4 conv=notrunc status=none; echo 3 > /proc/sys/vm/drop_caches")
+        XCTAssertNotEqual(h.shellStatus("cat \"$M/old/from-the-future.jpg\" > /dev/null").status, 0)
+        XCTAssertTrue(h.logLines.all.contains { $0.contains("EIO") && $0.contains("/old/from-the-future.jpg")
+                                                && $0.contains("unknown format version 99") }, "log lines: \(h.logLines.all)")
+    }
+
+    /// The background daemon logs to syslog, which the journal keeps on disk: its lines say
+    /// what failed without any plaintext name (the foreground mount's terminal gets them).
+    func testBackgroundLogLinesNameNoPlaintextPath() throws {
+        h.cleanUp()
+        h = try Self.startEncrypted(master: master, logsPlaintextPaths: false)
+        h.shell("mkdir \"$M/secret-album\"; head -c 20000 /dev/zero > \"$M/secret-album/victim.jpg\"")
+        h.shell("echo a > \"$M/secret-album/good\"; echo b > \"$M/secret-album/renamed-underneath\"")
+        let file = h.shell("find \"$B\" -type f -size +10k").trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertFalse(file.isEmpty)
+        let offset = 128 + 4096 + Self.layout.overhead + 100
+        h.shell("printf '\\xff' | dd of='\(file)' bs=1 seek=\(offset) conv=notrunc status=none; echo 3 > /proc/sys/vm/drop_caches")
+        XCTAssertNotEqual(h.shellStatus("dd if=\"$M/secret-album/victim.jpg\" of=/dev/null bs=4096 skip=1 count=1 iflag=direct").status, 0)
+        // And an entry whose encrypted name no longer authenticates.
+        h.shell("""
+        d=$(find "$B" -mindepth 1 -maxdepth 1 -type d)
+        f=$(ls "$d" | grep -v '^.pvdir$' | head -1)
+        mv "$d/$f" "$d/AAAA${f:4}"
+        """)
+        XCTAssertEqual(h.shell("ls \"$M/secret-album\"").split(separator: "\n").count, 2)
+        let lines = h.logLines.all
+        XCTAssertTrue(lines.contains { $0.contains("EIO") }, "log lines: \(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("fails authentication") }, "log lines: \(lines)")
+        for name in ["secret-album", "victim", "good", "renamed-underneath"] {
+            XCTAssertFalse(lines.contains { $0.contains(name) }, "'\(name)' in the log: \(lines)")
+        }
     }
 
     func testTamperedNameIsSkippedAndLogged() throws {

@@ -75,6 +75,7 @@ enum MountDaemon {
         }
         var options = MountOptions(mountpoint: settings.mountpoint, readOnly: settings.readOnly,
                                    allowOther: settings.allowOther)
+        options.logsPlaintextPaths = settings.foreground
         // Experiment knob for benchmarks (PERFORMANCE.md): the kernel's writeback cache.
         if ProcessInfo.processInfo.environment["PHOTOVAULT_WRITEBACK_CACHE"] == "1" { options.writebackCache = true }
         // And the read-ahead window (0: the kernel's default, what a mount by a non-root user gets).
