@@ -113,6 +113,12 @@ final class MountFailureTests: XCTestCase {
         let r = sb.run("cp \(qp)/huge.raw \(qm)/huge.raw")
         XCTAssertNotEqual(r.status, 0)
         XCTAssertTrue(r.stderr.contains("No space left on device"), r.stderr)
+        // `import --class` goes through the live mount (cp): a full store is exit 19 and one line.
+        let imp = sb.run(OfflineCommandTests.pvLine(sb, ["import", "--class", "none", plain + "/huge.raw", "/imported"]))
+        XCTAssertEqual(imp.status, 19, imp.stderr)
+        XCTAssertEqual(imp.stderr.split(separator: "\n").filter { $0.hasPrefix("photovault: ") },
+                       ["photovault: no space left on the device holding the store"], imp.stderr)
+        sb.ok("rm -rf \(qm)/imported")
         let dd = sb.run("dd if=/dev/zero of=\(qm)/more.raw bs=1M count=30 conv=fsync")
         XCTAssertNotEqual(dd.status, 0)
         XCTAssertTrue(dd.stderr.contains("No space left on device"), dd.stderr)

@@ -111,7 +111,11 @@ extension MountRoute {
                 do { try setClass(p, c, display: String(decoding: t.path, as: UTF8.self)) } catch { if status == 0 { throw error } }
             }
         }
-        guard status == 0 else { throw CLIError.failed("copy through the mount failed: \(out.trimmedWhitespace())") }
+        guard status == 0 else {
+            // A full store is its own error (exit 19), as offline; cp runs in the C locale.
+            if out.contains("No space left on device") || out.contains("Disk quota exceeded") { throw StoreError.noSpace }
+            throw CLIError.failed("copy through the mount failed: \(out.trimmedWhitespace())")
+        }
         if let conflict = plan.conflict { throw StoreError.exists(conflict.description) }
     }
 

@@ -162,6 +162,10 @@ enum MountFlow {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = argv
+        // Messages in English whatever the user's locale: callers look for strerror texts.
+        var env = ProcessInfo.processInfo.environment
+        env["LC_ALL"] = "C"
+        p.environment = env
         let pipe = Pipe()
         p.standardOutput = pipe
         p.standardError = pipe
