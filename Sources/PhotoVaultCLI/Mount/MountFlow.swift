@@ -90,7 +90,8 @@ enum MountFlow {
         let recovery = try AccountStore(layout: layout).add(user: user, password: password, deviceBound: false)
         defer { recovery.wipe() }
         print("Created the store and the account '\(user)'.")
-        print("Recovery key (write it down; it is shown only once):\n\n    \(recovery.formatted)\n")
+        print("Recovery key (write it down; it is shown only once):\n")
+        UserCommands.show(recovery)
         return true
     }
 

@@ -28,16 +28,29 @@ public final class RecoveryKey: @unchecked Sendable {
     public func wipe() { bytes.wipe() }
 
     /// e.g. `ABCD-EFGH-...-WXYZ` (14 groups). Show it once; it is not stored anywhere.
+    /// The text is as secret as the key: `withFormatted` keeps it in locked memory, zeroed
+    /// after use; this String (for tests and comparisons) cannot be wiped.
     public var formatted: String {
+        withFormatted { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The formatted text in secure memory for the duration of `body` (printing it with
+    /// `write(2)`), then zeroed.
+    public func withFormatted<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         var chars = bytes.withUnsafeBytes { RecoveryKey.base32($0) }
         chars += RecoveryKey.checksum(bytes)
-        var out = [UInt8]()
-        for (i, c) in chars.enumerated() {
-            if i > 0 && i % RecoveryKey.groupSize == 0 { out.append(UInt8(ascii: "-")) }
-            out.append(c)
+        defer { secureZero(&chars) }
+        let groups = chars.count / RecoveryKey.groupSize
+        let text = SecureBytes(count: chars.count + groups - 1)
+        defer { text.wipe() }
+        text.withUnsafeMutableBytes { out in
+            var j = 0
+            for (i, c) in chars.enumerated() {
+                if i > 0 && i % RecoveryKey.groupSize == 0 { out[j] = UInt8(ascii: "-"); j += 1 }
+                out[j] = c; j += 1
+            }
         }
-        secureZero(&chars)
-        return String(decoding: out, as: UTF8.self)
+        return try text.withUnsafeBytes(body)
     }
 
     /// Parses a typed recovery key. Throws `.invalidArgument` for a wrong length, a
