@@ -29,6 +29,10 @@ static inline int pv_fcntl_getfl(int fd) { return fcntl(fd, F_GETFL); }
 static inline int pv_fcntl_dupfd_cloexec(int fd, int min) { return fcntl(fd, F_DUPFD_CLOEXEC, min); }
 static inline int pv_pipe2_cloexec(int fds[2]) { return (int)syscall(SYS_pipe2, fds, O_CLOEXEC); }
 static inline short pv_posix_spawn_setsid(void) { return 0x80; }      /* POSIX_SPAWN_SETSID (glibc >= 2.26) */
+/* fallocate(FALLOC_FL_KEEP_SIZE): reserve blocks without changing the file's size. */
+static inline int pv_reserve(int fd, long long offset, long long length) {
+    return (int)syscall(SYS_fallocate, fd, 0x01, (off_t)offset, (off_t)length);
+}
 /* syslog is variadic: log one preformatted string. */
 static inline void pv_syslog(int priority, const char *msg) { syslog(priority, "%s", msg); }
 #endif

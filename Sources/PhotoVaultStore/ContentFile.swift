@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 import PhotoVaultCrypto
 
 /// Random-access plaintext I/O on one encrypted file (FORMAT.md, "File contents").
@@ -257,8 +258,37 @@ public final class ContentFile: @unchecked Sendable {
         let newSize = max(size, writeEnd)
         let end = max(writeEnd, min(size, writeEnd))  // last byte (exclusive) whose chunk changes
         if end <= start { return }
-        var first = start / cs
+        let first = start / cs
         let last = (end - 1) / cs
+        // A write that grows the file can meet a full disk halfway. Two guards keep what was
+        // there: (1) when it rewrites the old partial last chunk in place, the growth is
+        // reserved first, so ENOSPC comes before any old byte is overwritten; (2) a failure
+        // cuts the file back to the end of the last batch written whole (a chunk boundary),
+        // never leaving a half-written chunk at the end.
+        let oldCipherSize = layout.ciphertextSize(plaintextSize: size)
+        let newCipherSize = layout.ciphertextSize(plaintextSize: newSize)
+        if newCipherSize > oldCipherSize && size % cs != 0
+            && pv_reserve(fd, Int64(oldCipherSize), Int64(newCipherSize - oldCipherSize)) != 0
+            && (errno == ENOSPC || errno == EDQUOT) {
+            throw StoreError.noSpace
+        }
+        var keptSize = oldCipherSize
+        do {
+            try writeBatches(cipher: cipher, data: data, count: count, offset: offset, size: size, newSize: newSize,
+                             first: first, last: last, keptSize: &keptSize)
+        } catch {
+            if newCipherSize > oldCipherSize { _ = ftruncate(fd, Int(keptSize)) }
+            throw error
+        }
+    }
+
+    /// The sealed chunks `firstChunk...last`, up to `batchChunks` per pwrite. `keptSize`: the
+    /// ciphertext end of the last batch written whole.
+    private func writeBatches(cipher: ChunkCipher, data: UnsafeRawPointer?, count: Int, offset: UInt64, size: UInt64,
+                              newSize: UInt64, first firstChunk: UInt64, last: UInt64, keptSize: inout UInt64) throws {
+        let cs = UInt64(layout.chunkSize)
+        let writeEnd = offset + UInt64(count)
+        var first = firstChunk
         let plain = UnsafeMutableRawPointer.allocate(byteCount: layout.chunkSize, alignment: 16)
         defer { secureZero(UnsafeMutableRawBufferPointer(start: plain, count: layout.chunkSize)); plain.deallocate() }
         let oldSealed = UnsafeMutableRawPointer.allocate(byteCount: layout.sealedChunkSize, alignment: 16)
@@ -324,6 +354,7 @@ public final class ContentFile: @unchecked Sendable {
                 }
             }
             try FileIO.writeAll(fd, out, outLen, offset: Int64(layout.sealedOffset(ofChunk: first)))
+            keptSize = max(keptSize, layout.sealedOffset(ofChunk: first) + UInt64(outLen))
             first = batchLast + 1
         }
     }

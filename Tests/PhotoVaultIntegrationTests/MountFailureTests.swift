@@ -108,7 +108,8 @@ final class MountFailureTests: XCTestCase {
         { printf 'FULLDISK-EARLY\\n'; head -c 4000000 /dev/urandom; } > \(qp)/early.jpg
         printf 'FULLDISK-SMALL\\n' > \(qp)/small.txt
         head -c 30000000 /dev/urandom > \(qp)/huge.raw
-        mkdir \(qm)/Kept-Album && cp \(qp)/early.jpg \(qp)/small.txt \(qm)/Kept-Album/
+        head -c 10000 /dev/urandom > \(qp)/partial.bin
+        mkdir \(qm)/Kept-Album && cp \(qp)/early.jpg \(qp)/small.txt \(qp)/partial.bin \(qm)/Kept-Album/
         """)
         let r = sb.run("cp \(qp)/huge.raw \(qm)/huge.raw")
         XCTAssertNotEqual(r.status, 0)
@@ -122,11 +123,18 @@ final class MountFailureTests: XCTestCase {
         let dd = sb.run("dd if=/dev/zero of=\(qm)/more.raw bs=1M count=30 conv=fsync")
         XCTAssertNotEqual(dd.status, 0)
         XCTAssertTrue(dd.stderr.contains("No space left on device"), dd.stderr)
+        // Appending to a file whose last chunk is partial rewrites that chunk: on a full disk
+        // the append fails and the chunk keeps its old bytes (no half-written chunk, no EIO).
+        let app = sb.run("cat \(qp)/early.jpg >> \(qm)/Kept-Album/partial.bin")
+        XCTAssertNotEqual(app.status, 0)
+        XCTAssertTrue(app.stderr.contains("No space left on device"), app.stderr)
+        sb.ok("cmp \(qp)/partial.bin \(qm)/Kept-Album/partial.bin")
         // Earlier files are intact, now and after freeing space and remounting.
         sb.ok("cmp \(qp)/early.jpg \(qm)/Kept-Album/early.jpg && cmp \(qp)/small.txt \(qm)/Kept-Album/small.txt")
         sb.ok("rm -f \(qm)/huge.raw \(qm)/more.raw")
         sb.remount(mp)
         sb.ok("cmp \(qp)/early.jpg \(qm)/Kept-Album/early.jpg && cmp \(qp)/small.txt \(qm)/Kept-Album/small.txt")
+        sb.ok("cmp \(qp)/partial.bin \(qm)/Kept-Album/partial.bin")
         // With space back, writing works again.
         sb.ok("head -c 3000000 \(qp)/huge.raw > \(qm)/again.raw && cmp \(qm)/again.raw <(head -c 3000000 \(qp)/huge.raw)")
         sb.unmount(mp)
