@@ -37,6 +37,23 @@ final class AccountTamperTests: XCTestCase {
                             "--new-passfile", s.passfile]), 9, "corrupt")
     }
 
+    /// The record opens but the account's encrypted tree is gone: exit 9 and a line that says
+    /// so, for the mount and for every offline command, not a raw "No such file or directory".
+    func testMissingTreeIsACorruptStore() throws {
+        let s = Sandbox("tamper-tree")
+        s.initStore()
+        let trees = try FileManager.default.contentsOfDirectory(atPath: s.store + "/users")
+        XCTAssertEqual(trees.count, 1)
+        try FileManager.default.removeItem(atPath: s.store + "/users/" + trees[0])
+        let (r, mp) = mountAlice(s)
+        assertFailure(r, 9, "encrypted tree (users/\(trees[0])) is missing")
+        XCTAssertFalse(Harness.isMounted(mp))
+        for cmd in [["export", "/", s.root + "/out"], ["fsck"], ["import", s.passfile, "/"]] {
+            assertFailure(s.pv(cmd + ["--store", s.store, "--user", "alice", "--passfile", s.passfile]), 9,
+                          "encrypted tree (users/\(trees[0])) is missing", cmd.joined(separator: " "))
+        }
+    }
+
     func testUnknownRecordVersionIsExit10() throws {
         let s = Sandbox("tamper-version")
         s.initStore()

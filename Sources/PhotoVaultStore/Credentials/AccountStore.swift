@@ -110,6 +110,13 @@ public struct AccountStore {
         let payload = try unlockPasswordSlot(record, name: name, password: password)
         defer { payload.wipe() }
         let (mk, treeID) = try AccountPayload.split(payload)
+        // The record opens but its photos are gone (deleted or never copied with the store):
+        // say so, instead of a later "open users/...: No such file or directory".
+        var st = stat()
+        guard stat(layout.userTree(treeID), &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+            mk.wipe()
+            throw StoreError.corruptStore("this account's encrypted tree (users/\(Base64Hex.hex(treeID))) is missing")
+        }
         return OpenedAccount(treeID: treeID, masterKey: mk, treePath: layout.userTree(treeID))
     }
 
