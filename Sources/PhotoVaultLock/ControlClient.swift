@@ -14,17 +14,14 @@ public enum ControlClient {
             throw LockError.system(call: "connect(\(path))", errno: errno)
         }
         let frame = try ControlWire.encode(request)
-        defer {
-            explicit_bzero(frame.baseAddress!, frame.count)
-            frame.deallocate()
-        }
+        defer { SecretBuffer.release(frame) }
         do {
             try UnixSocketIO.writeAll(fd, UnsafeRawBufferPointer(frame), deadline: deadline)
         } catch LockError.system(_, let e) where e == EPIPE || e == ECONNRESET {
             // The server may refuse (wrong uid) before reading: its reply is still readable.
         }
         let body = try UnixSocketIO.readFrame(fd, deadline: deadline)
-        defer { body.deallocate() }
+        defer { SecretBuffer.release(body) }
         return try ControlWire.decodeReply(UnsafeRawBufferPointer(body))
     }
 }

@@ -12,14 +12,12 @@ public final class ControlPayload: @unchecked Sendable {
 
     /// Copies `bytes`; the caller remains responsible for wiping its own copy.
     public init(copying bytes: UnsafeRawBufferPointer) {
-        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 16)
-        storage = UnsafeMutableRawBufferPointer(rebasing: storage[0..<bytes.count])
+        storage = SecretBuffer.allocate(bytes.count)
         if bytes.count > 0 { storage.copyMemory(from: bytes) }
     }
 
     deinit {
-        wipe()
-        storage.deallocate()
+        if storage.baseAddress != nil { SecretBuffer.release(storage) }
     }
 
     public var count: Int { storage.count }
@@ -69,13 +67,13 @@ public struct ControlReply: Sendable, Equatable {
 enum ControlWire {
     static let maxBody = 64 * 1024
 
-    /// Builds a request frame into a fresh allocation the caller must wipe and deallocate.
+    /// Builds a request frame into a fresh allocation the caller must `SecretBuffer.release`.
     static func encode(_ request: ControlRequest) throws -> UnsafeMutableRawBufferPointer {
         let command = Array(request.command.utf8)
         guard !command.isEmpty, command.count <= 255 else { throw LockError.protocolError("bad command word") }
         let body = 1 + command.count + request.payload.count
         guard body <= maxBody else { throw LockError.protocolError("request too large") }
-        let frame = UnsafeMutableRawBufferPointer.allocate(byteCount: 4 + body, alignment: 16)
+        let frame = SecretBuffer.allocate(4 + body)
         frame.storeBytes(of: UInt32(body).bigEndian, toByteOffset: 0, as: UInt32.self)
         frame[4] = UInt8(command.count)
         frame.baseAddress!.advanced(by: 5).copyMemory(from: command, byteCount: command.count)

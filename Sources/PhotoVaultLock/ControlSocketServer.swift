@@ -129,8 +129,7 @@ public final class ControlSocketServer: @unchecked Sendable {
             }
             let body = try UnixSocketIO.readFrame(client, deadline: deadline)
             let decoded = Result { try ControlWire.decodeRequest(UnsafeRawBufferPointer(body)) }
-            explicit_bzero(body.baseAddress!, body.count)
-            body.deallocate()
+            SecretBuffer.release(body)
             let request = try decoded.get()
             let answer = handler(request)
             request.payload.wipe()

@@ -66,18 +66,17 @@ enum UnixSocketIO {
         }
     }
 
-    /// Reads one length-prefixed frame body into a fresh allocation (caller wipes + deallocates).
+    /// Reads one length-prefixed frame body into a fresh allocation (caller `SecretBuffer.release`s it).
     static func readFrame(_ fd: Int32, deadline: UInt64) throws -> UnsafeMutableRawBufferPointer {
         var lengthBE: UInt32 = 0
         try withUnsafeMutableBytes(of: &lengthBE) { try readExactly(fd, into: $0, deadline: deadline) }
         let length = Int(UInt32(bigEndian: lengthBE))
         guard length >= 1, length <= ControlWire.maxBody else { throw LockError.protocolError("bad frame length \(length)") }
-        let body = UnsafeMutableRawBufferPointer.allocate(byteCount: length, alignment: 16)
+        let body = SecretBuffer.allocate(length)
         do {
             try readExactly(fd, into: body, deadline: deadline)
         } catch {
-            explicit_bzero(body.baseAddress!, length)
-            body.deallocate()
+            SecretBuffer.release(body)
             throw error
         }
         return body
