@@ -56,8 +56,15 @@ public enum AtomicFile {
 
     /// fsync of a directory after an entry in it was created, renamed or removed: without
     /// it the change may not survive a crash. A failure (EIO) is reported, not ignored.
+    /// `dirfd` may be an O_PATH descriptor (the mount keeps its directories open that way),
+    /// which fsync refuses with EBADF: the directory is then opened for reading to be synced.
     public static func syncDirectory(_ dirfd: Int32, _ entry: String) throws {
-        guard fsync(dirfd) == 0 else { throw StoreError.posix("fsync the directory holding \(entry)") }
+        if fsync(dirfd) == 0 { return }
+        guard errno == EBADF else { throw StoreError.posix("fsync the directory holding \(entry)") }
+        let fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError.posix("open the directory holding \(entry)") }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw StoreError.posix("fsync the directory holding \(entry)") }
     }
 
     /// Same, for the directory that holds `path` (after `mkdir(path)`, for instance).

@@ -83,6 +83,20 @@ final class NameCodecTests: XCTestCase {
         }
     }
 
+    /// The mount holds its directories as O_PATH descriptors, which fsync refuses (EBADF):
+    /// a companion written through one is still created and its directory synced.
+    func testCompanionThroughAnOPathDirectoryDescriptor() throws {
+        let opath = open(Fixture.tempDir(self), 0o10000000 | O_DIRECTORY | O_CLOEXEC)   // O_PATH
+        XCTAssertGreaterThanOrEqual(opath, 0)
+        defer { close(opath) }
+        XCTAssertEqual(fsync(opath), -1)
+        XCTAssertEqual(errno, EBADF)
+        let enc = codec.encode([UInt8](repeating: 0x42, count: 200), in: dirA)
+        try NameCodec.writeCompanion(enc, in: opath)
+        XCTAssertEqual(try codec.decode(entry: enc.entry, in: dirA, dirfd: opath), [UInt8](repeating: 0x42, count: 200))
+        XCTAssertNoThrow(try AtomicFile.syncDirectory(opath, "test"))
+    }
+
     func testUnicodeNames() throws {
         let fd = openDir()
         for name in ["Ünïcödé.jpg", "фото.png", "写真 2024-05-01.heic", "🎉🎂.mov", "e\u{301}", "é", "a\u{200B}b", "\u{FEFF}bom"] {
