@@ -17,24 +17,19 @@ enum UserCommands {
         print("Created the account '\(user)'\(args.flag("this-device-only") ? " (bound to this device)" : "").")
         print("Recovery key: write it down and keep it apart from this computer. It is shown only once;")
         print("without it a forgotten password cannot be recovered by anyone.\n")
-        show(recovery)
+        try show(recovery)
         return 0
     }
 
-    /// Prints `    KEY\n\n` straight from secure memory: no copy of the key is made.
-    static func show(_ recovery: RecoveryKey) {
+    /// Prints `    KEY\n\n` straight from secure memory: no copy of the key is made. A failed
+    /// write is an error: the user has not seen the key.
+    static func show(_ recovery: RecoveryKey) throws {
         fflush(stdout)
-        func out(_ b: UnsafeRawBufferPointer) {
-            var done = 0
-            while done < b.count {
-                let n = write(1, b.baseAddress! + done, b.count - done)
-                if n < 0 { if errno == EINTR { continue } else { return } }
-                done += n
-            }
+        try "    \n\n".utf8CString.withUnsafeBytes { text in
+            try OfflineSys.writeStream(1, text.baseAddress!, 4)
+            try recovery.withFormatted { try OfflineSys.writeStream(1, $0.baseAddress!, $0.count) }
+            try OfflineSys.writeStream(1, text.baseAddress! + 4, 2)
         }
-        "    ".utf8CString.withUnsafeBytes { out(UnsafeRawBufferPointer(rebasing: $0.dropLast())) }
-        recovery.withFormatted(out)
-        "\n\n".utf8CString.withUnsafeBytes { out(UnsafeRawBufferPointer(rebasing: $0.dropLast())) }
     }
 
     static func passwd(_ args: ParsedArguments) throws -> Int32 {

@@ -91,7 +91,7 @@ enum MountFlow {
         defer { recovery.wipe() }
         print("Created the store and the account '\(user)'.")
         print("Recovery key (write it down; it is shown only once):\n")
-        UserCommands.show(recovery)
+        try UserCommands.show(recovery)
         return true
     }
 
