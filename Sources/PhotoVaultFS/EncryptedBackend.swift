@@ -64,18 +64,27 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
                                             defaultClass: info(parent).defaultClass, keyring: keyring)
     }
 
+    /// Removes a directory that is empty in the plaintext view. Leftovers of interrupted
+    /// writes (`.pvtmp-*` files or directories, orphan companions) go first; `.pvdir` goes
+    /// only when nothing else is left, and is put back if the directory cannot be removed,
+    /// so a failed rmdir never leaves a directory whose names can no longer be read.
     func removeDirectory(named backing: [UInt8], in parentFD: Int32) throws {
         let fd = Syscall.openat(parentFD, backing, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw FSError.last() }
         defer { close(fd) }
         let entries = try Syscall.listDirectory(fd)
         guard entries.allSatisfy({ NameCodec.isInternal(Self.string($0.name)) }) else { throw FSError.notEmpty }
-        // Internal files last: .pvdir goes only when nothing else is left.
         for e in entries where Self.string(e.name) != DirectoryInfo.fileName {
-            _ = Syscall.unlinkat(fd, e.name, e.type == UInt8(DT_DIR) ? AT_REMOVEDIR : 0)
+            try Syscall.removeTree(fd, e.name, isDirectory: e.type == UInt8(DT_DIR))
         }
-        _ = unlinkat(fd, DirectoryInfo.fileName, 0)
-        guard Syscall.unlinkat(parentFD, backing, AT_REMOVEDIR) == 0 else { throw FSError.last() }
+        let hasInfo = entries.contains { Self.string($0.name) == DirectoryInfo.fileName }
+        let saved = hasInfo ? try FileIO.readFile(in: fd, name: DirectoryInfo.fileName, limit: 1 << 16) : nil
+        if hasInfo { guard unlinkat(fd, DirectoryInfo.fileName, 0) == 0 else { throw FSError.last() } }
+        guard Syscall.unlinkat(parentFD, backing, AT_REMOVEDIR) == 0 else {
+            let e = errno
+            if let saved { try AtomicFile.write(saved, in: fd, name: DirectoryInfo.fileName, mode: 0o400) }
+            throw FSError.posix(e)
+        }
     }
 
     func plaintextSize(backingSize: Int64) -> Int64 {

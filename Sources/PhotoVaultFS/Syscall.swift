@@ -26,6 +26,20 @@ enum Syscall {
         withCName(name) { Glibc.unlinkat(dirfd, $0, flags) }
     }
 
+    /// Removes `name` in `dirfd`, and everything under it if it is a directory (store
+    /// leftovers only: never follows symlinks). Throws the first error.
+    static func removeTree(_ dirfd: Int32, _ name: [UInt8], isDirectory: Bool) throws {
+        if isDirectory {
+            let fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { throw FSError.last() }
+            defer { Glibc.close(fd) }
+            for e in try listDirectory(fd) {
+                try removeTree(fd, e.name, isDirectory: e.type == UInt8(DT_DIR))
+            }
+        }
+        guard unlinkat(dirfd, name, isDirectory ? AT_REMOVEDIR : 0) == 0 else { throw FSError.last() }
+    }
+
     static func fstatat(_ dirfd: Int32, _ name: [UInt8], _ st: inout stat, _ flags: Int32) -> Int32 {
         withCName(name) { Glibc.fstatat(dirfd, $0, &st, flags) }
     }
