@@ -81,6 +81,7 @@ extension VaultFileSystem {
             let e = errno
             if opath >= 0 { close(opath) }
             try? file.close()
+            _ = Syscall.unlinkat(p.fd, backing, 0)
             throw FSError.posix(e)
         }
         let node = table.insert(fd: opath, st: st, parent: p.nodeID, name: plain)
@@ -134,24 +135,25 @@ extension VaultFileSystem {
         do {
             if opensRefused { throw FSError.locked }
             let p = try table.require(parent)
-            let b = try backend.prepareName(name, in: try naming(of: p), dirFD: p.fd)
             let flags = fi.pointee.flags
             let append = flags & O_APPEND != 0 && !options.writebackCache
-            do {
-                let (node, st, c) = try createFile(p, b, plain: name, mode: mode)
-                install(OpenFile(inode: node, content: c, writes: true, append: append), fi)
-                var e = entry(node, st)
-                fuse_reply_create(req, &e, fi)
-            } catch FSError.posix(EEXIST) where flags & O_EXCL == 0 {
-                // Raced with another creator: open the existing file instead.
-                var e = try lookupBacking(p, b, plain: name)
-                guard let node = table.get(e.ino) else { throw FSError.notFound }
-                let c: ContentState
-                do { c = try acquireContent(node, writes: true) } catch { table.forget(e.ino, 1); throw error }
-                if flags & O_TRUNC != 0 { try? c.truncate(to: 0) }
-                install(OpenFile(inode: node, content: c, writes: true, append: append), fi)
-                e.attr = try attributes(of: node)
-                fuse_reply_create(req, &e, fi)
+            try makingName(name, in: p) { b in
+                do {
+                    let (node, st, c) = try createFile(p, b, plain: name, mode: mode)
+                    install(OpenFile(inode: node, content: c, writes: true, append: append), fi)
+                    var e = entry(node, st)
+                    fuse_reply_create(req, &e, fi)
+                } catch FSError.posix(EEXIST) where flags & O_EXCL == 0 {
+                    // Raced with another creator: open the existing file instead.
+                    var e = try lookupBacking(p, b, plain: name)
+                    guard let node = table.get(e.ino) else { throw FSError.notFound }
+                    let c: ContentState
+                    do { c = try acquireContent(node, writes: true) } catch { table.forget(e.ino, 1); throw error }
+                    if flags & O_TRUNC != 0 { try? c.truncate(to: 0) }
+                    install(OpenFile(inode: node, content: c, writes: true, append: append), fi)
+                    e.attr = try attributes(of: node)
+                    fuse_reply_create(req, &e, fi)
+                }
             }
         } catch {
             fail(req, error, "create \(childPath(parent, name))")

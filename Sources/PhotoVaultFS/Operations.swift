@@ -86,6 +86,25 @@ extension VaultFileSystem {
         return e
     }
 
+    /// The backing name for a new entry `name` in `p` (writing a long name's companion),
+    /// handed to `body`, which makes the entry. If `body` fails and no entry of that name
+    /// exists, the companion is removed again: a refused create leaves nothing behind. (The
+    /// kernel holds the parent directory's lock across a create, so no other creator of the
+    /// same name can be between the two.)
+    func makingName<T>(_ name: [UInt8], in p: Inode, _ body: ([UInt8]) throws -> T) throws -> T {
+        let nm = try naming(of: p)
+        let b = try backend.prepareName(name, in: nm, dirFD: p.fd)
+        do {
+            return try body(b)
+        } catch {
+            var st = stat()
+            if Syscall.fstatat(p.fd, b, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT {
+                backend.nameRemoved(b, in: nm, dirFD: p.fd)
+            }
+            throw error
+        }
+    }
+
     /// Looks up backing entry `backing` of `parent` and counts one kernel reference.
     func lookupBacking(_ parent: Inode, _ backing: [UInt8], plain: [UInt8]) throws -> fuse_entry_param {
         let fd = Syscall.openat(parent.fd, backing, PV_O_PATH | O_NOFOLLOW | O_CLOEXEC)
@@ -203,9 +222,10 @@ extension VaultFileSystem {
         do {
             let p = try table.require(parent)
             let nm = try naming(of: p)
-            let b = try backend.prepareName(name, in: nm, dirFD: p.fd)
-            try backend.makeDirectory(named: b, in: p.fd, parent: nm, mode: mode & 0o7777)
-            var e = try lookupBacking(p, b, plain: name)
+            var e = try makingName(name, in: p) { b in
+                try backend.makeDirectory(named: b, in: p.fd, parent: nm, mode: mode & 0o7777)
+                return try lookupBacking(p, b, plain: name)
+            }
             fuse_reply_entry(req, &e)
         } catch {
             fail(req, error, "mkdir \(childPath(parent, name))")
@@ -245,9 +265,10 @@ extension VaultFileSystem {
         do {
             let p = try table.require(parent)
             let sealed = try backend.sealLinkTarget(Self.bytes(link))
-            let b = try backend.prepareName(name, in: try naming(of: p), dirFD: p.fd)
-            guard Syscall.symlinkat(sealed, p.fd, b) == 0 else { throw FSError.last() }
-            var e = try lookupBacking(p, b, plain: name)
+            var e = try makingName(name, in: p) { b in
+                guard Syscall.symlinkat(sealed, p.fd, b) == 0 else { throw FSError.last() }
+                return try lookupBacking(p, b, plain: name)
+            }
             fuse_reply_entry(req, &e)
         } catch {
             fail(req, error, "symlink \(childPath(parent, name))")
@@ -273,9 +294,10 @@ extension VaultFileSystem {
         do {
             let node = try table.require(ino)
             let p = try table.require(newparent)
-            let b = try backend.prepareName(name, in: try naming(of: p), dirFD: p.fd)
-            let rc = Syscall.withCName(b) { linkat(AT_FDCWD, Syscall.procPath(node.fd), p.fd, $0, AT_SYMLINK_FOLLOW) }
-            guard rc == 0 else { throw FSError.last() }
+            try makingName(name, in: p) { b in
+                let rc = Syscall.withCName(b) { linkat(AT_FDCWD, Syscall.procPath(node.fd), p.fd, $0, AT_SYMLINK_FOLLOW) }
+                guard rc == 0 else { throw FSError.last() }
+            }
             var st = stat()
             guard fstatat(node.fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
             table.addLookup(node)
@@ -292,15 +314,17 @@ extension VaultFileSystem {
         do {
             guard flags & ~UInt32(RENAME_NOREPLACE_VALUE | RENAME_EXCHANGE_VALUE) == 0 else { throw FSError.invalidArgument }
             let p = try table.require(parent), np = try table.require(newparent)
-            let nm = try naming(of: p), nnm = try naming(of: np)
+            let nm = try naming(of: p)
             let ob = try backend.backingName(name, in: nm, dirFD: p.fd)
-            let nb = try backend.prepareName(newname, in: nnm, dirFD: np.fd)
-            if Syscall.renameat2(p.fd, ob, np.fd, nb, flags) != 0 {
-                let e = errno
-                // A directory may replace an empty one (rename(2)); the backing target still
-                // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST.
-                guard flags == 0, e == ENOTEMPTY || e == EEXIST else { throw FSError.posix(e) }
-                try replaceEmptyDirectory(p.fd, ob, np.fd, nb)
+            let nb = try makingName(newname, in: np) { nb in
+                if Syscall.renameat2(p.fd, ob, np.fd, nb, flags) != 0 {
+                    let e = errno
+                    // A directory may replace an empty one (rename(2)); the backing target still
+                    // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST.
+                    guard flags == 0, e == ENOTEMPTY || e == EEXIST else { throw FSError.posix(e) }
+                    try replaceEmptyDirectory(p.fd, ob, np.fd, nb)
+                }
+                return nb
             }
             if flags & UInt32(RENAME_EXCHANGE_VALUE) == 0 && !(p === np && ob == nb) {
                 backend.nameRemoved(ob, in: nm, dirFD: p.fd)
@@ -333,17 +357,16 @@ extension VaultFileSystem {
         let name = Self.bytes(cname)
         do {
             let p = try table.require(parent)
-            let b = try backend.prepareName(name, in: try naming(of: p), dirFD: p.fd)
-            if mode & S_IFMT == S_IFREG {
-                let (node, st, content) = try createFile(p, b, plain: name, mode: mode)
-                releaseContent(node, content, writes: true)
-                var e = entry(node, st)
-                fuse_reply_entry(req, &e)
-            } else {
+            var e = try makingName(name, in: p) { b -> fuse_entry_param in
+                if mode & S_IFMT == S_IFREG {
+                    let (node, st, content) = try createFile(p, b, plain: name, mode: mode)
+                    releaseContent(node, content, writes: true)
+                    return entry(node, st)
+                }
                 guard Syscall.mknodat(p.fd, b, mode, rdev) == 0 else { throw FSError.last() }
-                var e = try lookupBacking(p, b, plain: name)
-                fuse_reply_entry(req, &e)
+                return try lookupBacking(p, b, plain: name)
             }
+            fuse_reply_entry(req, &e)
         } catch {
             fail(req, error, "mknod \(childPath(parent, name))")
         }

@@ -1,0 +1,79 @@
+import Foundation
+import XCTest
+
+/// What a failed or interrupted name operation leaves in the store: removing a directory
+/// never strands it without its `.pvdir`, and a refused create leaves no long-name companion
+/// behind (both would make `fsck` report damage the user never caused).
+final class MountNameHygieneTests: XCTestCase {
+    /// The one ciphertext directory of the user's tree below its root (the test makes one).
+    private func onlySubdirectory(_ sb: Sandbox) -> String {
+        sb.ok("find \(Sandbox.quote(sb.store))/users -mindepth 3 -name .pvdir -printf '%h\\n'")
+            .trimmingCharacters(in: .newlines)
+    }
+
+    func testRmdirClearsCrashLeftoversAndAFailedRmdirKeepsTheDirectoryReadable() {
+        let sb = Sandbox("pv-rmdir")
+        sb.initStore()
+        let mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        sb.ok("mkdir \(q)/Album && printf 'HYGIENE-kept\\n' > \(q)/Album/kept.jpg && rm \(q)/Album/kept.jpg")
+        let backing = onlySubdirectory(sb)
+        XCTAssertFalse(backing.isEmpty)
+        let qb = Sandbox.quote(backing)
+        addTeardownBlock { _ = Harness.sh("umount \(qb)/.pvtmp-8899aabbccddeeff 2>/dev/null") }
+        // What a crash leaves: a temp file, and a temp directory (an interrupted mkdir) that
+        // holds a file of its own. A bind mount over the temp directory makes it unremovable.
+        sb.ok("""
+        set -e
+        touch \(qb)/.pvtmp-0011223344556677
+        mkdir \(qb)/.pvtmp-8899aabbccddeeff
+        printf x > \(qb)/.pvtmp-8899aabbccddeeff/.pvdir
+        mkdir \(Sandbox.quote(sb.root))/pin
+        mount --bind \(Sandbox.quote(sb.root))/pin \(qb)/.pvtmp-8899aabbccddeeff
+        """)
+        let refused = sb.run("rmdir \(q)/Album")
+        XCTAssertNotEqual(refused.status, 0, "rmdir succeeded over a mount point")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: backing + "/.pvdir"), "the failed rmdir removed .pvdir")
+        // The directory still works: new names can be made and read in it.
+        sb.ok("printf 'HYGIENE-after\\n' > \(q)/Album/after.jpg")
+        XCTAssertEqual(sb.ok("ls \(q)/Album && cat \(q)/Album/after.jpg"), "after.jpg\nHYGIENE-after\n")
+        sb.ok("rm \(q)/Album/after.jpg && umount \(qb)/.pvtmp-8899aabbccddeeff")
+        // Now the leftovers go with the directory.
+        sb.ok("rmdir \(q)/Album")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backing))
+        XCTAssertEqual(sb.ok("ls -A \(q)"), "")
+        sb.unmount(mp)
+        let fsck = OfflineCommandTests.pv(sb, ["fsck"])
+        XCTAssertEqual(fsck.status, 0, fsck.stdout + fsck.stderr)
+        sb.assertNoPlaintext(["HYGIENE-", "Album", "kept.jpg", "after.jpg"])
+    }
+
+    func testRefusedCreatesLeaveNoLongNameCompanion() {
+        let sb = Sandbox("pv-companion")
+        sb.initStore()
+        let mp = sb.mount(extra: ["--on-lock", "stay"])
+        let q = Sandbox.quote(mp)
+        let long = String(repeating: "L", count: 200) + ".jpg"
+        sb.ok("mkdir \(q)/Taken && printf 'x' > \(q)/Taken/file.jpg")
+        XCTAssertEqual(sb.pv(["lock", mp]).status, 0)
+        // While locked, a new file (class complete) cannot be created, through create(2)
+        // or mknod(2); both reach the daemon after the long name's companion is written.
+        let ql = Sandbox.quote(mp + "/" + long)
+        for cmd in ["touch \(ql)",
+                    "python3 -c 'import os, stat, sys; os.mknod(sys.argv[1], 0o600 | stat.S_IFREG)' \(ql)-mknod"] {
+            let r = sb.run(cmd)
+            XCTAssertNotEqual(r.status, 0, "\(cmd.prefix(30)) succeeded while locked")
+            XCTAssertTrue(r.stderr.contains("Permission denied"), r.stderr)
+        }
+        let companions = "find \(Sandbox.quote(sb.store))/users -name '*.name' | wc -l"
+        XCTAssertEqual(sb.ok(companions), "0\n", "a refused create left a long-name companion")
+        // A directory may be made while locked: its companion stays.
+        sb.ok("mkdir \(ql)-dir")
+        XCTAssertEqual(sb.ok(companions), "1\n")
+        XCTAssertEqual(sb.ok("LC_ALL=C ls \(q)"), "\(long)-dir\nTaken\n")
+        sb.unmount(mp)
+        let fsck = OfflineCommandTests.pv(sb, ["fsck"])
+        XCTAssertEqual(fsck.status, 0, fsck.stdout + fsck.stderr)
+        XCTAssertTrue(fsck.stdout.hasSuffix(": 0 problems\n"), fsck.stdout)
+    }
+}
