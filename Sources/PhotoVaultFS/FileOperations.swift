@@ -269,33 +269,36 @@ extension VaultFileSystem {
         while i >= 0 && i < d.entries.count {
             let ent = d.entries[i]
             let p = buf + (size - rem)
+            // readdirplus looks each entry up (one kernel reference each). An entry removed
+            // since opendir is skipped; any other failure (EMFILE, EIO) ends this reply, and
+            // is the reply when it is the first entry, so a listing never drops names silently.
+            var e = fuse_entry_param()
+            var counted = false
+            if plus && !ent.backing.isEmpty {
+                do {
+                    e = try lookupBacking(d.inode, ent.backing, plain: Array(ent.name.dropLast()))
+                    counted = true
+                } catch FSError.posix(ENOENT) {
+                    i += 1
+                    continue
+                } catch {
+                    if rem == size { fail(req, error, "readdir \(table.path(of: ino))"); return }
+                    break
+                }
+            } else {
+                e.attr.st_ino = ino_t(ent.ino)
+                e.attr.st_mode = mode_t(ent.type) << 12
+            }
             let used: Int = ent.name.withUnsafeBufferPointer { nb in
                 nb.baseAddress!.withMemoryRebound(to: CChar.self, capacity: nb.count) { cname in
-                    if plus {
-                        var e: fuse_entry_param
-                        var counted = false
-                        if ent.backing.isEmpty {
-                            e = fuse_entry_param()
-                            e.attr.st_ino = ino_t(ent.ino)
-                            e.attr.st_mode = mode_t(ent.type) << 12
-                        } else if let found = try? lookupBacking(d.inode, ent.backing, plain: Array(ent.name.dropLast())) {
-                            e = found
-                            counted = true
-                        } else {
-                            return 0   // vanished since opendir: skip
-                        }
-                        let n = fuse_add_direntry_plus(req, p, rem, cname, &e, off_t(i + 1))
-                        if n > rem && counted { table.forget(e.ino, 1) }
-                        return n
-                    } else {
-                        var st = stat()
-                        st.st_ino = ino_t(ent.ino)
-                        st.st_mode = mode_t(ent.type) << 12
-                        return fuse_add_direntry(req, p, rem, cname, &st, off_t(i + 1))
-                    }
+                    plus ? fuse_add_direntry_plus(req, p, rem, cname, &e, off_t(i + 1))
+                         : fuse_add_direntry(req, p, rem, cname, &e.attr, off_t(i + 1))
                 }
             }
-            if used > rem { break }
+            if used > rem {
+                if counted { table.forget(e.ino, 1) }
+                break
+            }
             rem -= used
             i += 1
         }

@@ -64,10 +64,21 @@ public final class VaultFileSystem: @unchecked Sendable {
         close(table.root.fd)
     }
 
-    /// Every open file holds one or two descriptors; photo libraries open many at once.
+    /// Every inode the kernel remembers holds one descriptor, an open file one more, and a
+    /// file manager showing a folder of photos makes the kernel remember thousands. The soft
+    /// limit is raised to the hard one; a daemon with CAP_SYS_RESOURCE (root) raises both to
+    /// the system's `nr_open`. Past the limit, requests fail with EMFILE (a listing fails as
+    /// a whole rather than dropping names) until the kernel forgets inodes.
     private static func raiseFileLimit() {
         var rl = rlimit()
-        if getrlimit(RLIMIT_NOFILE_VALUE, &rl) == 0, rl.rlim_cur < rl.rlim_max {
+        guard getrlimit(RLIMIT_NOFILE_VALUE, &rl) == 0 else { return }
+        if let text = try? FileIO.readFile("/proc/sys/fs/nr_open", limit: 64),
+           let max = rlim_t(String(decoding: text.filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self)),
+           max > rl.rlim_max {
+            var raised = rlimit(rlim_cur: max, rlim_max: max)
+            if setrlimit(RLIMIT_NOFILE_VALUE, &raised) == 0 { return }
+        }
+        if rl.rlim_cur < rl.rlim_max {
             rl.rlim_cur = rl.rlim_max
             _ = setrlimit(RLIMIT_NOFILE_VALUE, &rl)
         }

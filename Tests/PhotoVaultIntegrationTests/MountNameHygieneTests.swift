@@ -3,7 +3,8 @@ import XCTest
 
 /// What a failed or interrupted name operation leaves in the store: removing a directory
 /// never strands it without its `.pvdir`, and a refused create leaves no long-name companion
-/// behind (both would make `fsck` report damage the user never caused).
+/// behind (both would make `fsck` report damage the user never caused). A listing that
+/// cannot be completed fails instead of dropping names.
 final class MountNameHygieneTests: XCTestCase {
     /// The one ciphertext directory of the user's tree below its root (the test makes one).
     private func onlySubdirectory(_ sb: Sandbox) -> String {
@@ -75,5 +76,44 @@ final class MountNameHygieneTests: XCTestCase {
         let fsck = OfflineCommandTests.pv(sb, ["fsck"])
         XCTAssertEqual(fsck.status, 0, fsck.stdout + fsck.stderr)
         XCTAssertTrue(fsck.stdout.hasSuffix(": 0 problems\n"), fsck.stdout)
+    }
+
+    /// The daemon holds a descriptor per inode the kernel remembers. Started without
+    /// CAP_SYS_RESOURCE and with a hard limit of 300 descriptors, it cannot look up all 400
+    /// files of a folder: `ls` must then fail loudly, not print a shorter list and exit 0.
+    func testListingPastTheDescriptorLimitFailsInsteadOfDroppingNames() throws {
+        let sb = Sandbox("pv-emfile")
+        sb.initStore()
+        let src = sb.plainDir("many")
+        sb.ok("cd \(Sandbox.quote(src)) && for i in $(seq 1 400); do printf 'EMFILE-%s' $i > p$i.jpg; done")
+        let imp = OfflineCommandTests.pv(sb, ["import", src, "/many"])
+        XCTAssertEqual(imp.status, 0, imp.stderr)
+        let mp = sb.root + "/mnt-limited"
+        try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
+            .map(Sandbox.quote).joined(separator: " ")
+        sb.ok("setpriv --bounding-set -sys_resource --inh-caps -sys_resource -- prlimit --nofile=300:300 \(mount)")
+        sb.mounts.append(mp)
+        let q = Sandbox.quote(mp)
+        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) }, "mount did not appear")
+        let pid = MountProbe.daemonPID(sb, mp).map { "\($0)" } ?? "none"
+        XCTAssertEqual(sb.ok("grep 'Max open files' /proc/\(pid)/limits | awk '{print $4, $5}'"), "300 300\n")
+        let listing = sb.run("ls -l \(q)/many/many")
+        let names = listing.stdout.split(separator: "\n").filter { $0.hasSuffix(".jpg") }.count
+        XCTAssertNotEqual(listing.status, 0, "ls listed \(names) of 400 files and succeeded")
+        XCTAssertTrue(listing.stderr.contains("Too many open files"), listing.stderr)
+        sb.unmount(mp)
+        // With CAP_SYS_RESOURCE the daemon raises its limit to the system's nr_open; without
+        // it (this machine's containers drop it even for root), to its hard limit.
+        let full = sb.mount()
+        let fullPID = MountProbe.daemonPID(sb, full).map { "\($0)" } ?? "none"
+        let capEff = sb.ok("awk '/^CapEff/ {print $2}' /proc/self/status").trimmingCharacters(in: .whitespacesAndNewlines)
+        let hasSysResource = (UInt64(capEff, radix: 16) ?? 0) & (1 << 24) != 0
+        let expected = hasSysResource ? sb.ok("cat /proc/sys/fs/nr_open") : sb.ok("ulimit -Hn")
+        let limit = expected.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(sb.ok("grep 'Max open files' /proc/\(fullPID)/limits | awk '{print $4, $5}'"), "\(limit) \(limit)\n")
+        XCTAssertEqual(sb.ok("ls -l \(Sandbox.quote(full))/many/many | grep -c 'p[0-9]*\\.jpg$'"), "400\n")
+        sb.unmount(full)
+        sb.assertNoPlaintext(["EMFILE-"])
     }
 }
