@@ -6,6 +6,7 @@ public enum LockError: Error, Equatable, CustomStringConvertible {
     case system(call: String, errno: Int32)
     case insecureDirectory(String)
     case socketInUse(String)
+    case untrustedPeer(path: String, uid: uid_t)
     case pathTooLong(String)
     case protocolError(String)
     case timedOut
@@ -19,6 +20,8 @@ public enum LockError: Error, Equatable, CustomStringConvertible {
         case .system(let call, let e): return "\(call): \(errnoText(e))"
         case .insecureDirectory(let p): return "control socket directory \(p) must be a directory owned by us with mode 0700"
         case .socketInUse(let p): return "another photovault already listens on \(p)"
+        case .untrustedPeer(let p, let uid):
+            return "\(p) is served by uid \(uid), not by this user: refusing to talk to it"
         case .pathTooLong(let p): return "socket path too long: \(p)"
         case .protocolError(let what): return "control protocol error: \(what)"
         case .timedOut: return "timed out"

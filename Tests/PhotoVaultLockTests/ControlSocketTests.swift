@@ -109,6 +109,52 @@ final class ControlSocketTests: XCTestCase {
         XCTAssertTrue(waitUntil { logs.logLines.contains { $0.contains("uid 65534") } }, "\(logs.logLines)")
     }
 
+    /// The other direction: a socket planted by another user (nobody, via setpriv) where the
+    /// client expects its daemon. The client must refuse before sending a byte, so an unlock
+    /// key never reaches that process and it cannot answer "locked".
+    func testClientRefusesAServerOfAnotherUserBeforeSendingAnything() throws {
+        try XCTSkipUnless(geteuid() == 0, "running the planted server as nobody needs root; scripts/test.sh and CI run as root")
+        let planted = directory + "/planted"
+        XCTAssertEqual(mkdir(planted, 0o777), 0)
+        XCTAssertEqual(chmod(planted, 0o777), 0)
+        XCTAssertEqual(chmod(directory, 0o755), 0)
+        let path = planted + "/control.sock", received = planted + "/received"
+        let script = """
+            import os, socket, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(1)
+            open(sys.argv[2] + ".ready", "w").close()
+            c, _ = s.accept(); c.settimeout(5)
+            got = b""
+            try:
+                while True:
+                    b = c.recv(4096)
+                    if not b: break
+                    got += b
+            except socket.timeout:
+                pass
+            open(sys.argv[2], "w").write(str(len(got)))
+            """
+        let scriptPath = directory + "/planted.py"
+        try script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        chmod(scriptPath, 0o644)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        server.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", scriptPath, path, received]
+        try server.run()
+        defer { if server.isRunning { server.terminate() }; server.waitUntilExit() }
+        XCTAssertTrue(waitUntil(timeout: 10) { FileManager.default.fileExists(atPath: received + ".ready") })
+
+        let secret: [UInt8] = Array("master-key-bytes-must-not-leave".utf8)
+        let payload = secret.withUnsafeBytes { ControlPayload(copying: $0) }
+        defer { payload.wipe() }
+        XCTAssertThrowsError(try ControlClient.send(path: path, request: ControlRequest(command: "unlock", payload: payload), timeout: 2)) {
+            XCTAssertEqual($0 as? LockError, .untrustedPeer(path: path, uid: 65534))
+        }
+        XCTAssertTrue(waitUntil(timeout: 10) { FileManager.default.fileExists(atPath: received) }, "the planted server did not finish")
+        XCTAssertEqual(try String(contentsOfFile: received, encoding: .utf8), "0", "the client sent bytes to another user's socket")
+    }
+
     private func clientAsNobody(command: String) throws -> String {
         let script = """
             import socket, struct, sys

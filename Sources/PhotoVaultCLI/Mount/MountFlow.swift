@@ -138,6 +138,7 @@ enum MountFlow {
     }
 
     static func status(_ args: ParsedArguments) throws -> Int32 {
+        try RuntimeRegistry().checkDirectory()
         let entries = RuntimeRegistry().entries()
         if entries.isEmpty { print("no vault mounted"); return 0 }
         for e in entries {
@@ -150,6 +151,7 @@ enum MountFlow {
 
     private static func control(_ mountpoint: String, _ request: ControlRequest) throws -> ControlReply {
         let mp = RuntimeRegistry.canonical(mountpoint)
+        try RuntimeRegistry().checkDirectory()
         guard RuntimeRegistry().entry(forMountpoint: mp) != nil else { throw CLIError.notMounted(mp) }
         do {
             return try ControlClient.send(path: RuntimeRegistry().socketPath(forMountpoint: mp), request: request, timeout: 10)

@@ -28,6 +28,21 @@ public struct RuntimeRegistry {
         public var startTime: String? = nil
     }
 
+    /// Throws unless the directory is absent or a real directory (not a symlink) of this
+    /// user that nobody else may enter. Under /tmp anyone can create `photovault-<uid>`
+    /// first, to list fake mounts whose sockets would answer `lock` and `status` falsely.
+    public func checkDirectory() throws {
+        var st = stat()
+        guard lstat(directory, &st) == 0 else {
+            if errno == ENOENT { return }
+            throw StoreError.posix("lstat \(directory)")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == getuid(), st.st_mode & 0o077 == 0 else {
+            throw CLIError.failed("\(directory) is not a private directory of this user (owner uid \(st.st_uid), "
+                                  + "mode \(String(st.st_mode & 0o7777, radix: 8))): not trusting the mounts it lists")
+        }
+    }
+
     public func ensureDirectory() throws {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(directory)") }
         var st = stat()
@@ -80,8 +95,10 @@ public struct RuntimeRegistry {
         unlink(socketPath(forMountpoint: mountpoint))
     }
 
-    /// Live entries (stale ones, whose daemon is gone, are removed).
+    /// Live entries (stale ones, whose daemon is gone, are removed); none from a directory
+    /// that fails `checkDirectory`.
     public func entries() -> [Entry] {
+        guard (try? checkDirectory()) != nil else { return [] }
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
         var out: [Entry] = []
         for n in names where n.hasSuffix(".mount") {
