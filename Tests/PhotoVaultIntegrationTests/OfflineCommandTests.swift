@@ -318,4 +318,44 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(refused.stderr, busy)
         XCTAssertFalse(Harness.isMounted(late))
     }
+
+    /// What import and export cannot copy (a FIFO: offline import takes files, directories
+    /// and symlinks only; a FIFO made on the mount is not exported) is named on stderr, the
+    /// summary counts it, and the exit status is 26, not 0. Names that are not UTF-8 keep
+    /// their exact bytes both ways, so two names never become one.
+    func testSkippedEntriesAreNamedWithStatusTwentySixAndNamesKeepTheirBytes() {
+        let sb = Sandbox("pv-offline-skip")
+        sb.initStore()
+        let src = sb.plainDir("src"), out = sb.plainDir("out")
+        let qs = Sandbox.quote(src + "/album")
+        // caf\xe9.jpg (Latin-1) would decode to the same String as caf\u{FFFD}.jpg.
+        sb.ok("""
+        set -e
+        mkdir \(qs)
+        mkfifo \(qs)/pipe
+        printf 'LATIN1-NAME' > \(qs)/caf$'\\xe9'.jpg
+        printf 'REPLACEMENT-NAME' > \(qs)/caf$'\\xef\\xbf\\xbd'.jpg
+        """)
+        let imp = Self.pv(sb, ["import", src + "/album", "/"])
+        XCTAssertEqual(imp.status, 26, imp.stderr)
+        XCTAssertTrue(imp.stderr.hasPrefix("photovault: skipped /album/pipe: not a regular file, directory or symlink\n"), imp.stderr)
+        XCTAssertTrue(imp.stderr.contains("imported 2 files, 1 directories, 0 symlinks, "), imp.stderr)
+        XCTAssertTrue(imp.stderr.hasSuffix("; 1 skipped (named above)\n"), imp.stderr)
+
+        let mp = sb.mount()
+        sb.ok("mkfifo \(Sandbox.quote(mp))/album/made-on-mount && test -p \(Sandbox.quote(mp))/album/made-on-mount")
+        XCTAssertEqual(sb.ok("ls \(Sandbox.quote(mp))/album | wc -l"), "3\n")
+        sb.unmount(mp)
+
+        let exp = Self.pv(sb, ["export", "/album", out])
+        XCTAssertEqual(exp.status, 26, exp.stderr)
+        XCTAssertTrue(exp.stderr.hasPrefix("photovault: skipped /album/made-on-mount: not a regular file, directory or symlink in the store\n"),
+                      exp.stderr)
+        XCTAssertTrue(exp.stderr.contains("exported 2 files, 1 directories, 0 symlinks, "), exp.stderr)
+        XCTAssertTrue(exp.stderr.hasSuffix("; 1 skipped (named above)\n"), exp.stderr)
+        let qo = Sandbox.quote(out + "/album")
+        XCTAssertEqual(sb.ok("cat \(qo)/caf$'\\xe9'.jpg; echo; cat \(qo)/caf$'\\xef\\xbf\\xbd'.jpg; echo; ls -A \(qo) | wc -l"),
+                       "LATIN1-NAME\nREPLACEMENT-NAME\n2\n")
+        sb.assertNoPlaintext(["LATIN1-NAME", "REPLACEMENT-NAME", "album", "made-on-mount"])
+    }
 }

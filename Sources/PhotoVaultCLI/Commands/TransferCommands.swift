@@ -34,7 +34,7 @@ enum TransferCommands {
                                                   progress: progress.event)
         }
         progress.finish(summary, seconds: Date().timeIntervalSince(start))
-        return 0
+        return summary.skipped.isEmpty ? 0 : ExitCodes.partialTransfer
     }
 
     static func exportFiles(_ args: ParsedArguments) throws -> Int32 {
@@ -45,10 +45,11 @@ enum TransferCommands {
         let progress = Progress(verb: "exported", quiet: dest == "-")
         let summary = try Exporter(tree: tree).export(paths: all, to: dest, force: args.flag("force"), progress: progress.event)
         progress.finish(summary, seconds: Date().timeIntervalSince(start))
-        return 0
+        return summary.skipped.isEmpty ? 0 : ExitCodes.partialTransfer
     }
 
-    /// A progress bar on a terminal (files, bytes, rate), one summary line otherwise.
+    /// A progress bar on a terminal (files, bytes, rate), one summary line otherwise. Every
+    /// skipped entry gets a line of its own, and the summary counts them (exit status 26).
     final class Progress {
         let verb: String
         let tty = isatty(2) == 1
@@ -58,17 +59,27 @@ enum TransferCommands {
         let start = Date()
         init(verb: String, quiet: Bool = false) { self.verb = verb; self.quiet = quiet }
 
+        var barShown = false
+
         func event(_ e: ProgressEvent) {
+            if case .skipped(let path, let reason) = e {
+                let line = (barShown ? "\n" : "") + "photovault: skipped \(path): \(reason)\n"
+                barShown = false
+                FileHandle.standardError.write(Data(line.utf8))
+                return
+            }
             if case .file(_, let b) = e { files += 1; bytes += UInt64(b) } else { return }
             guard tty, !quiet else { return }
             let t = Date().timeIntervalSince(start)
             let mb = Double(bytes) / 1_048_576
             FileHandle.standardError.write(Data(String(format: "\r%d files, %.1f MiB, %.1f MiB/s   ", files, mb, t > 0 ? mb / t : 0).utf8))
+            barShown = true
         }
 
         func finish(_ s: TransferSummary, seconds: Double) {
-            if tty && !quiet { FileHandle.standardError.write(Data("\n".utf8)) }
-            FileHandle.standardError.write(Data((OfflineAccess.progressLine(s, verb: verb, seconds: seconds) + "\n").utf8))
+            if barShown { FileHandle.standardError.write(Data("\n".utf8)) }
+            let skipped = s.skipped.isEmpty ? "" : "; \(s.skipped.count) skipped (named above)"
+            FileHandle.standardError.write(Data((OfflineAccess.progressLine(s, verb: verb, seconds: seconds) + skipped + "\n").utf8))
         }
     }
 }

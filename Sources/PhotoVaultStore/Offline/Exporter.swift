@@ -93,7 +93,9 @@ public final class Exporter {
         }
 
         mutating func entry(_ entry: VaultEntry, stat st: stat, into destfd: Int32, localPath: String, resolver: VaultResolver) throws {
-            let local = Array(String(decoding: entry.name, as: UTF8.self).utf8CString)
+            // The exact name bytes: names need not be UTF-8, and a lossy decoding could turn
+            // two names into one (export would then fail, or overwrite with --force).
+            let local = entry.name.map { CChar(bitPattern: $0) } + [0]
             if OfflineSys.isDirectory(st) {
                 try directory(entry, stat: st, into: destfd, local: local, localPath: localPath, resolver: resolver)
             } else if OfflineSys.isRegular(st) {
