@@ -148,7 +148,8 @@ extension CommandSpec {
             ["mount"], summary: "Unlock a vault and mount it as a folder",
             discussion: "Asks for the password, then mounts the account's vault at MOUNTPOINT (an empty "
                 + "directory) through FUSE; photos are decrypted as they are read "
-                + "and encrypted as they are written. The vault locks when the desktop session locks, "
+                + "and encrypted as they are written. The vault locks when the desktop session locks "
+                + "or its D-Bus connection drops (watched again once the bus is back), "
                 + "after --idle without activity or on 'photovault lock'; a locked vault "
                 + "is unmounted (--on-lock unmount) or stays mounted with the files of class "
                 + "complete unreadable (--on-lock stay) until 'photovault unlock'. DURATION is a number "

@@ -9,10 +9,19 @@ protocol BusSignalHandler: AnyObject {
     var busName: String { get }
     func install(on bus: SDBus, callback: sd_bus_message_handler_t, userdata: UnsafeMutableRawPointer) throws
     func handle(_ message: BusMessage, on bus: SDBus)
+    /// The connection dropped (before a reconnect, which calls `install` again).
+    func connectionLost()
 }
 
-/// One thread owning one sd-bus connection: connect, install, then process/poll until stopped
-/// or until the connection drops. A self-pipe wakes the poll for shutdown.
+extension BusSignalHandler {
+    func connectionLost() {}
+}
+
+/// One thread owning one sd-bus connection: connect, install, then process/poll until stopped.
+/// A bus unreachable at start is not watched (one log line). A connection that drops later
+/// is reported (`LockReason.busLost`: the vault locks) and then reconnected, retrying after 1,
+/// 2, 4 … 30 s, so that a mount kept with `--on-lock stay` and unlocked again still sees the
+/// next screen lock. A self-pipe wakes the poll and the retry wait for shutdown.
 final class BusWorker: @unchecked Sendable {
     private let address: String?
     private let system: Bool
@@ -63,10 +72,7 @@ final class BusWorker: @unchecked Sendable {
     private func run() {
         defer { finished.signal() }
         do {
-            let connection = try SDBus(address: address, system: system)
-            try handler.install(on: connection, callback: busSignalTrampoline,
-                                userdata: Unmanaged.passUnretained(self).toOpaque())
-            bus = connection
+            try connect()
         } catch {
             // A missing bus is expected (no desktop, no system bus in a container): one line.
             log("\(handler.busName) bus unavailable, not watching it: \(error)")
@@ -74,29 +80,58 @@ final class BusWorker: @unchecked Sendable {
             return
         }
         ready.signal()
-        loop()
-        bus = nil   // closes the connection on this thread
+        while loop() == .lost {
+            bus = nil   // closes the connection on this thread
+            handler.connectionLost()
+            guard reconnect() else { return }
+        }
+        bus = nil
     }
 
-    private func loop() {
-        guard let bus else { return }
+    private func connect() throws {
+        let connection = try SDBus(address: address, system: system)
+        try handler.install(on: connection, callback: busSignalTrampoline,
+                            userdata: Unmanaged.passUnretained(self).toOpaque())
+        bus = connection
+    }
+
+    /// Retries with a growing delay until connected (true) or stopped (false).
+    private func reconnect() -> Bool {
+        var delay: Int32 = 1000
+        while true {
+            var fd = pollfd(fd: wake.readFD, events: Int16(POLLIN), revents: 0)
+            if poll(&fd, 1, delay) > 0 { return false }
+            if (try? connect()) != nil {
+                log("reconnected to the \(handler.busName) bus")
+                return true
+            }
+            delay = min(delay * 2, 30_000)
+        }
+    }
+
+    private enum LoopEnd { case stopped, lost }
+
+    private func loop() -> LoopEnd {
+        guard let bus else { return .stopped }
         while true {
             var r: Int32
             repeat { r = sd_bus_process(bus.raw, nil) } while r > 0
             if r < 0 {
                 let what = "\(handler.busName) bus: \(errnoText(-r))"
-                log("lost the \(what)")
+                log("lost the \(what); reconnecting")
                 onLock(.busLost(what))
-                return
+                return .lost
             }
             var fds = [pollfd(fd: sd_bus_get_fd(bus.raw), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus.raw)), revents: 0),
                        pollfd(fd: wake.readFD, events: Int16(POLLIN), revents: 0)]
             let p = poll(&fds, 2, pollTimeout(bus))
+            if fds[1].revents != 0 { return .stopped }
             if p < 0 && errno != EINTR {
-                log("poll on the \(handler.busName) bus failed: \(errnoText(errno))")
-                return
+                let what = "\(handler.busName) bus: poll failed: \(errnoText(errno))"
+                log("lost the \(what); reconnecting")
+                onLock(.busLost(what))
+                return .lost
             }
-            if fds[1].revents != 0 { return }
         }
     }
 

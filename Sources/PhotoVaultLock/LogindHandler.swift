@@ -66,6 +66,14 @@ final class LogindHandler: BusSignalHandler {
         if configuration.takeSleepInhibitor { takeInhibitor(bus) }
     }
 
+    /// The inhibitor was taken from the logind of the lost connection (which may have
+    /// restarted): it is given up and taken again after the reconnect; the vault locks on
+    /// the loss anyway.
+    func connectionLost() {
+        _ = inhibitor.release()
+        logindMissing = false
+    }
+
     func handle(_ message: BusMessage, on bus: SDBus) {
         guard let interface = message.interface, let member = message.member else { return }
         do {

@@ -221,6 +221,33 @@ final class BusLockWatcherTests: XCTestCase {
         print("latency busLost: \(String(format: "%.2f", milliseconds(from: t0, to: .now()))) ms (kill dbus-daemon -> callback, polled)")
     }
 
+    /// After the bus drops (busLost locks the vault), the watcher reconnects to the bus when it
+    /// is back, so a mount kept with `--on-lock stay` and unlocked still sees the next lock.
+    func testLostBusesAreReconnectedAndWatchedAgain() throws {
+        try startFake()
+        startWatcher(inhibitor: true)
+        XCTAssertTrue(waitUntil { self.watcher?.holdsSleepInhibitor == true })
+        fake?.stop()
+        fake = nil
+        sessionBus.kill()
+        systemBus.kill()
+        XCTAssertTrue(waitUntil(timeout: 5) { self.recorder.reasons.filter { if case .busLost = $0 { return true }; return false }.count == 2 },
+                      "\(recorder.reasons)")
+        XCTAssertTrue(waitUntil { self.watcher?.holdsSleepInhibitor == false }, "the lost logind's inhibitor is still held")
+        try sessionBus.restart()
+        try systemBus.restart()
+        try startFake()
+        XCTAssertTrue(waitUntil(timeout: 10) { self.recorder.logLines.filter { $0.hasPrefix("reconnected to the") }.count == 2 },
+                      "\(recorder.logLines)")
+        recorder.clear()
+        try expect(.screenSaver("org.gnome.ScreenSaver")) {
+            try dbusSend(bus: sessionBus.address, sender: "org.gnome.ScreenSaver", path: "/org/gnome/ScreenSaver",
+                         member: "org.gnome.ScreenSaver.ActiveChanged", arguments: ["boolean:true"])
+        }
+        expectFromFake(.lock, .sessionLock)
+        XCTAssertTrue(waitUntil { self.watcher?.holdsSleepInhibitor == true }, "no inhibitor from the new logind")
+    }
+
     func testMissingSystemBusIsOneLogLineAndSessionBusStillWorks() throws {
         let w = startWatcher(systemAddress: "unix:path=\(systemBus.directory)/missing.sock")
         XCTAssertNil(w.resolvedSessionPath)

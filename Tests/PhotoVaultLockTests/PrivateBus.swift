@@ -8,7 +8,6 @@ import XCTest
 final class PrivateBus {
     let directory: String
     let address: String
-    private let process = Process()
 
     static let config = """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -27,33 +26,52 @@ final class PrivateBus {
         </busconfig>
         """
 
+    private let configPath: String
+    private var process = Process()
+
     init(name: String) throws {
         directory = try makeTemporaryDirectory(prefix: "pvbus-\(name)")
-        let socket = directory + "/bus.sock"
-        address = "unix:path=" + socket
-        let configPath = directory + "/bus.conf"
+        address = "unix:path=" + directory + "/bus.sock"
+        configPath = directory + "/bus.conf"
         try Self.config.write(toFile: configPath, atomically: true, encoding: .utf8)
+        do { try launch() } catch { stop(); throw error }
+    }
+
+    /// Starts dbus-daemon at `address` and returns once the socket accepts connections (at most 5 s).
+    private func launch() throws {
+        let socket = directory + "/bus.sock"
+        unlink(socket)
+        process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
         process.arguments = ["--config-file=\(configPath)", "--address=\(address)", "--nofork", "--nosyslog"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice   // it warns about fd limits when not root-capable
         try process.run()
-        // Ready when the socket accepts connections (at most 5 s).
         for _ in 0..<500 {
             if canConnect(socket) { return }
             usleep(10_000)
         }
-        stop()
-        throw TestSetupError.busDidNotStart(name)
+        throw TestSetupError.busDidNotStart(directory)
     }
 
     var isRunning: Bool { process.isRunning }
 
-    func stop() {
+    /// Kills the daemon (clients see the connection drop) and keeps the directory for `restart`.
+    func kill() {
         if process.isRunning {
             process.terminate()
             process.waitUntilExit()
         }
+    }
+
+    /// A new daemon at the same address, as after `systemctl restart dbus`.
+    func restart() throws {
+        kill()
+        try launch()
+    }
+
+    func stop() {
+        kill()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
