@@ -93,12 +93,16 @@ public final class UserKeyring: @unchecked Sendable {
     }
 
     /// Restores the locked keys from a freshly unwrapped master key (`photovault unlock`).
-    public func unlock(masterKey: SecureBytes) {
+    /// Returns false, changing nothing, when the key is not this account's (its class B
+    /// public key differs).
+    @discardableResult
+    public func unlock(masterKey: SecureBytes) -> Bool {
         let fresh = UserKeyring(masterKey: masterKey)
         pthread_rwlock_wrlock(&rw); defer { pthread_rwlock_unlock(&rw) }
-        guard constantTimeEqual(fresh.classBPublicKey, classBPublicKey) else { return }
+        guard constantTimeEqual(fresh.classBPublicKey, classBPublicKey) else { return false }
         classKeys[.complete] = fresh.classKeys[.complete]?.copy()
         classBSecretKey = fresh.classBSecretKey?.copy()
         isLocked = false
+        return true
     }
 }

@@ -49,10 +49,10 @@ final class UserKeyringTests: XCTestCase {
         let k = UserKeyring(masterKey: fixedMasterKey())
         let complete = try classKey(k, .complete)
         k.lock()
-        k.unlock(masterKey: fixedMasterKey(offset: 9))   // another account's key: ignored
+        XCTAssertFalse(k.unlock(masterKey: fixedMasterKey(offset: 9)))   // another account's key: ignored
         XCTAssertTrue(k.isLocked)
         XCTAssertFalse(k.canOpen(.complete))
-        k.unlock(masterKey: fixedMasterKey())
+        XCTAssertTrue(k.unlock(masterKey: fixedMasterKey()))
         XCTAssertFalse(k.isLocked)
         XCTAssertEqual(try classKey(k, .complete), complete)
         XCTAssertTrue(k.canOpen(.completeUnlessOpen))

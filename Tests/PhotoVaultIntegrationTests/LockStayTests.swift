@@ -119,6 +119,22 @@ final class LockStayTests: XCTestCase {
         let wrong = s.pv(["unlock", mp, "--user", "alice", "--passfile", wrongFile])
         XCTAssertEqual(wrong.status, 5, wrong.stderr)
         XCTAssertEqual(MountProbe.state(s, mp), "locked")
+        // A raw unlock request over the control socket with 32 bytes that are not the key is
+        // refused, and the mount stays locked (it used to answer "unlocked" and say so).
+        let bogus = s.run("""
+            python3 - \(Sandbox.quote(s.root))/photovault/*.sock <<'PY'
+            import socket, struct, sys
+            c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+            body = bytes([6]) + b"unlock" + bytes(range(32))
+            c.sendall(struct.pack(">I", len(body)) + body)
+            n = struct.unpack(">I", c.recv(4))[0]
+            r = c.recv(n)
+            print(r[0], r[1:].decode())
+            PY
+            """)
+        XCTAssertEqual(bogus.stdout, "1 that key does not open the vault mounted here\n", bogus.stderr)
+        XCTAssertEqual(MountProbe.state(s, mp), "locked")
+        XCTAssertNotEqual(read(mp + "/c.jpg").status, 0)
         let unlock = s.pv(["unlock", mp, "--user", "alice", "--passfile", s.passfile])
         XCTAssertEqual(unlock.status, 0, unlock.stderr)
         XCTAssertEqual(MountProbe.state(s, mp), "unlocked")

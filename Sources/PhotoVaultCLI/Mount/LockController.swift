@@ -82,13 +82,18 @@ final class LockController: @unchecked Sendable {
     }
 
     /// `photovault unlock`: restores the forgotten keys from a freshly unwrapped master key.
-    func unlock(masterKey: SecureBytes) -> Bool {
+    enum UnlockOutcome { case unlocked, notLocked, wrongKey }
+
+    func unlock(masterKey: SecureBytes) -> UnlockOutcome {
         pthread_mutex_lock(&mutex); defer { pthread_mutex_unlock(&mutex) }
-        guard state == .locked else { return false }
-        fs.unlock(masterKey: masterKey)
+        guard state == .locked else { return .notLocked }
+        guard fs.unlock(masterKey: masterKey) else {
+            log("refused an unlock with a key that is not this vault's")
+            return .wrongKey
+        }
         state = .unlocked
         log("unlocked")
-        return true
+        return .unlocked
     }
 
     private func setState(_ s: State) {

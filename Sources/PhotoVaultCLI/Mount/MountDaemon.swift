@@ -195,7 +195,11 @@ enum ControlCommands {
             let mk = req.payload.withUnsafeBytes { SecureBytes(copying: $0) }
             req.payload.wipe()
             defer { mk.wipe() }
-            return controller.unlock(masterKey: mk) ? .success("unlocked") : .failure("the mount is not locked")
+            switch controller.unlock(masterKey: mk) {
+            case .unlocked: return .success("unlocked")
+            case .notLocked: return .failure("the mount is not locked")
+            case .wrongKey: return .failure("that key does not open the vault mounted here")
+            }
         default:
             return .failure("unknown command \(req.command)")
         }
