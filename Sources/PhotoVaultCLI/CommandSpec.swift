@@ -213,8 +213,9 @@ extension CommandSpec {
 
         CommandSpec(
             ["status"], summary: "Show mounted vaults and whether they are locked",
-            discussion: "Lists every vault mounted by this user: mountpoint, store, account, and "
-                + "locked or unlocked.",
+            discussion: "Lists every vault mounted by this user, one line each: the mountpoint, the "
+                + "daemon's pid, state=locked or state=unlocked, the number of files of each protection "
+                + "class and of open handles. Prints 'no vault mounted' when there is none.",
             examples: [Example("photovault status", "Show all mounts.")]),
 
         CommandSpec(
@@ -266,7 +267,9 @@ extension CommandSpec {
             options: [
                 userOption,
                 OptionSpec("class", value: "CLASS", help: "Protection class of the imported files.",
-                           default: "complete", completion: .choices(classNames)),
+                           default: "the default class of the directory each file lands in, which "
+                               + "is complete unless set with 'class set' on that directory",
+                           completion: .choices(classNames)),
                 OptionSpec("force", help: "Overwrite files that already exist in the vault."),
             ] + passwordOptions,
             examples: [

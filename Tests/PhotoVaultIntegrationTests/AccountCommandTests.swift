@@ -60,6 +60,7 @@ final class AccountCommandTests: XCTestCase {
 
         let yes = s.pv(["user", "check", "alice", "--store", s.store])
         XCTAssertEqual(yes.status, 0, yes.stderr)
+        XCTAssertEqual(yes.stdout + yes.stderr, "", "user check prints nothing, as its help says")
         assertFailure(s.pv(["user", "check", "carol", "--store", s.store]), 4, "no such account")
         // Names are not case folded.
         assertFailure(s.pv(["user", "check", "Alice", "--store", s.store]), 4, "no such account")

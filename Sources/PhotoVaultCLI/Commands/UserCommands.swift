@@ -80,7 +80,6 @@ enum UserCommands {
         guard try AccountStore(layout: StoreLayout(root: args.storePath)).exists(user: user) else {
             throw StoreError.noSuchAccount
         }
-        print("account '\(user)' exists")
-        return 0
+        return 0   // prints nothing, as its help says: the exit status is the answer
     }
 }
