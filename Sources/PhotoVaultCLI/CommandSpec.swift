@@ -163,7 +163,8 @@ extension CommandSpec {
                 OptionSpec("read-only", help: "Mount read-only."),
                 OptionSpec("allow-other", help: "Let other users (and root) see the files; needs "
                                + "user_allow_other in /etc/fuse.conf."),
-                OptionSpec("idle", value: "DURATION", help: "Lock after DURATION without any file access.",
+                OptionSpec("idle", value: "DURATION", help: "Lock after DURATION in which no folder is listed "
+                               + "and no file is opened or changed (stat and df polling do not count).",
                            default: "never", completion: .nothing),
                 OptionSpec("on-lock", value: "ACTION", help: "What locking does: unmount, or stay mounted "
                                + "with class-complete files unreadable.",

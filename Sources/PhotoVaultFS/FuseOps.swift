@@ -11,11 +11,14 @@ enum FuseOps {
     }
 
     /// Runs one request behind the wipe gate: once `wipeAll()` has run, every key is gone
-    /// and requests are refused instead of touching wiped memory.
+    /// and requests are refused instead of touching wiped memory. Every request but the
+    /// ones desktop panels, disk monitors and shells poll on their own (statfs, and stat of
+    /// a path: lookup, getattr, access) counts as activity for `--idle`: polling must not
+    /// keep a vault unlocked. Listing a folder, opening a file or changing anything counts.
     @inline(__always)
-    static func serve(_ req: fuse_req_t?, _ body: (VaultFileSystem) -> Void) {
+    static func serve(_ req: fuse_req_t?, activity: Bool = true, _ body: (VaultFileSystem) -> Void) {
         let fs = fs(req)
-        fs.onActivity?()
+        if activity { fs.onActivity?() }
         fs.gate.withReadLock {
             if fs.isWiped {
                 fuse_reply_err(req, EACCES)
@@ -31,7 +34,7 @@ enum FuseOps {
             guard let userdata, let conn else { return }
             VaultFileSystem.from(userdata).configure(conn)
         }
-        o.lookup = { req, parent, name in FuseOps.serve(req) { $0.lookup(req, parent, name) } }
+        o.lookup = { req, parent, name in FuseOps.serve(req, activity: false) { $0.lookup(req, parent, name) } }
         o.forget = { req, ino, n in
             FuseOps.fs(req).forget(ino, n)
             fuse_reply_none(req)
@@ -43,7 +46,7 @@ enum FuseOps {
             }
             fuse_reply_none(req)
         }
-        o.getattr = { req, ino, fi in FuseOps.serve(req) { $0.getattr(req, ino, fi) } }
+        o.getattr = { req, ino, fi in FuseOps.serve(req, activity: false) { $0.getattr(req, ino, fi) } }
         o.setattr = { req, ino, attr, valid, fi in FuseOps.serve(req) { $0.setattr(req, ino, attr, valid, fi) } }
         o.readlink = { req, ino in FuseOps.serve(req) { $0.readlink(req, ino) } }
         o.mknod = { req, parent, name, mode, rdev in FuseOps.serve(req) { $0.mknod(req, parent, name, mode, rdev) } }
@@ -67,12 +70,12 @@ enum FuseOps {
         o.readdirplus = { req, ino, size, off, fi in FuseOps.serve(req) { $0.readdir(req, ino, size, off, fi, plus: true) } }
         o.releasedir = { req, _, fi in FuseOps.fs(req).releasedir(req, fi) }
         o.fsyncdir = { req, ino, datasync, _ in FuseOps.serve(req) { $0.fsyncdir(req, ino, datasync) } }
-        o.statfs = { req, _ in FuseOps.serve(req) { $0.statfs(req) } }
+        o.statfs = { req, _ in FuseOps.serve(req, activity: false) { $0.statfs(req) } }
         o.setxattr = { req, ino, name, value, size, flags in FuseOps.serve(req) { $0.setxattr(req, ino, name, value, size, flags) } }
         o.getxattr = { req, ino, name, size in FuseOps.serve(req) { $0.getxattr(req, ino, name, size) } }
         o.listxattr = { req, ino, size in FuseOps.serve(req) { $0.listxattr(req, ino, size) } }
         o.removexattr = { req, ino, name in FuseOps.serve(req) { $0.removexattr(req, ino, name) } }
-        o.access = { req, ino, mask in FuseOps.serve(req) { $0.access(req, ino, mask) } }
+        o.access = { req, ino, mask in FuseOps.serve(req, activity: false) { $0.access(req, ino, mask) } }
         o.create = { req, parent, name, mode, fi in FuseOps.serve(req) { $0.create(req, parent, name, mode, fi) } }
         o.lseek = { req, ino, off, whence, fi in FuseOps.serve(req) { $0.lseek(req, ino, off, whence, fi) } }
         return o

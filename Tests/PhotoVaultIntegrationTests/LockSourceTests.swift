@@ -89,6 +89,28 @@ final class LockSourceTests: XCTestCase {
         XCTAssertTrue(Harness.waitUntil(5) { !MountProbe.isAlive(pid) })
     }
 
+    /// Desktop panels and disk monitors poll mounts (statfs, stat); that is not use and
+    /// must not keep the vault unlocked past --idle.
+    func testPollingStatfsAndStatDoesNotDelayTheIdleLock() throws {
+        let s = Sandbox("lock-idle-poll")
+        s.initStore()
+        let mp = s.mount(extra: ["--idle", "2s"])
+        writeSample(mp)
+        let t0 = Date()
+        var polls = 0
+        while Harness.isMounted(mp) && Date().timeIntervalSince(t0) < 8 {
+            var sv = statvfs(), st = stat()
+            _ = statvfs(mp, &sv)
+            _ = stat(mp + "/a.jpg", &st)
+            polls += 1
+            usleep(200_000)
+        }
+        let idle = Date().timeIntervalSince(t0)
+        print(String(format: "--idle 2s under statfs/stat polling: unmounted after %.2f s, %d polls", idle, polls))
+        XCTAssertFalse(Harness.isMounted(mp), "polling statfs and stat kept the vault mounted for 8 s")
+        XCTAssertGreaterThan(polls, 5)
+    }
+
     func testDesktopLockSignalsOverDBus() throws {
         let s = Sandbox("lock-dbus")
         s.initStore()
