@@ -125,7 +125,8 @@ extension CommandSpec {
                 + passwordNote,
             arguments: [userArgument],
             options: [
-                OptionSpec("delete-photos", help: "Also delete every encrypted file of the account."),
+                OptionSpec("delete-photos", help: "Also delete every encrypted file of the account "
+                               + "(refused, with nothing removed, while its vault is mounted)."),
             ] + passwordOptions,
             examples: [
                 Example("photovault user remove bob --delete-photos", "Remove bob and his photos."),

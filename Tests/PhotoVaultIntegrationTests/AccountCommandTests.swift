@@ -150,6 +150,25 @@ final class AccountCommandTests: XCTestCase {
         XCTAssertEqual(AccountFixtures.mountWorks(s, passfile: newPass), 0)
     }
 
+    /// --delete-photos does not delete a tree its daemon is serving: refused (store busy),
+    /// nothing removed; after the unmount it goes through.
+    func testRemoveWithDeletePhotosWaitsForTheUnmount() throws {
+        let s = Sandbox("acct-remove-mounted")
+        s.initStore()
+        let mp = s.mount()
+        try Data("MOUNTED-photo".utf8).write(to: URL(fileURLWithPath: mp + "/p.jpg"))
+        let busy = s.pv(["user", "remove", "alice", "--delete-photos", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(busy.status, 11, busy.stdout + busy.stderr)
+        XCTAssertEqual(busy.stderr.split(separator: "\n").count, 1, busy.stderr)
+        XCTAssertEqual(s.pv(["user", "check", "alice", "--store", s.store]).status, 0, "the refused remove removed the account")
+        XCTAssertEqual(try String(contentsOfFile: mp + "/p.jpg", encoding: .utf8), "MOUNTED-photo")
+        s.unmount(mp)
+        let done = s.pv(["user", "remove", "alice", "--delete-photos", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(done.status, 0, done.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: s.store + "/users"), [])
+        s.assertNoPlaintext(["MOUNTED-photo"])
+    }
+
     func testRemoveNeedsThePasswordAndKeepsPhotosUnlessAsked() throws {
         let s = Sandbox("acct-remove")
         s.initStore(users: ["alice", "bob"])

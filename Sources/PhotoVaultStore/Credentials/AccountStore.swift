@@ -188,8 +188,8 @@ public struct AccountStore {
 
     // MARK: remove
 
-    /// Removes the account (its record; with `deletePhotos` also its whole tree). Requires
-    /// the password. The record goes first, so the account disappears atomically; a crash
+    /// Removes the account (its record; with `deletePhotos` also its whole tree, refused with
+    /// `.storeBusy` while the tree is mounted). Requires the password. The record goes first, so the account disappears atomically; a crash
     /// before the tree is gone leaves ciphertext nothing can open any more.
     public func remove(user: String, password: SecureBytes, deletePhotos: Bool) throws {
         guard !user.isEmpty else { throw StoreError.emptyUsername }
@@ -201,6 +201,10 @@ public struct AccountStore {
             defer { payload.wipe() }
             let (mk, treeID) = try AccountPayload.split(payload)
             mk.wipe()
+            // A mounted tree is not deleted under its daemon: its mount lock is taken first
+            // (.storeBusy, and nothing removed, while it is mounted) and held to the end.
+            let mountLock = deletePhotos ? try TreeLock.mount(root: layout.userTree(treeID), timeout: lockTimeout) : nil
+            defer { mountLock?.release() }
             try withAccountsDir { dfd in
                 guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
                 unlinkat(dfd, name.throttleFileName, 0)
