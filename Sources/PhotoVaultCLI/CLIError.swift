@@ -5,7 +5,8 @@ import Glibc
 public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// A command whose implementation has not been written yet.
     case notImplemented(String)
-    case noFuseDevice
+    /// errno of access("/dev/fuse"): ENOENT when it is missing.
+    case noFuseDevice(Int32)
     case mountpointNotEmptyDirectory(String)
     /// A FUSE mount whose daemon is gone (every access fails with ENOTCONN); `fsType` from
     /// mountinfo tells a dead PhotoVault mount from another program's.
@@ -48,7 +49,10 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .notImplemented(let c): return "'\(c)' is not implemented yet"
-        case .noFuseDevice: return "/dev/fuse is missing: FUSE is not available on this system (modprobe fuse?)"
+        case .noFuseDevice(let e) where e == ENOENT:
+            return "/dev/fuse is missing: FUSE is not available on this system (modprobe fuse?)"
+        case .noFuseDevice(let e):
+            return "cannot use /dev/fuse: \(String(cString: strerror(e))) (it is normally crw-rw-rw- root:root)"
         case .mountpointNotEmptyDirectory(let p): return "the mountpoint \(p) is not an empty directory"
         case .deadMount(let p, let type) where type == MountInfoEntry.photoVaultType:
             return "\(p) holds a dead PhotoVault mount (its daemon is gone): run 'photovault unmount \(p)' "

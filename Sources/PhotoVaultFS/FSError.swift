@@ -79,7 +79,7 @@ enum FSError: Error, Equatable, CustomStringConvertible {
 
 /// Why the filesystem could not be mounted. The CLI prints `description` and exits.
 public enum MountError: Error, Equatable, CustomStringConvertible {
-    case fuseUnavailable                  // no /dev/fuse (module not loaded, container without it)
+    case fuseUnavailable(Int32)           // /dev/fuse missing (ENOENT: module not loaded, container) or unusable
     case mountpointMissing(String)
     case mountpointNotDirectory(String)
     case mountpointNotEmpty(String)
@@ -90,7 +90,7 @@ public enum MountError: Error, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .fuseUnavailable: return "/dev/fuse is not available (is the fuse module loaded? is fuse3 installed?)"
+        case .fuseUnavailable(let e): return "/dev/fuse is not available: \(String(cString: strerror(e)))"
         case .mountpointMissing(let p): return "mount point \(p) does not exist"
         case .mountpointNotDirectory(let p): return "mount point \(p) is not a directory"
         case .mountpointNotEmpty(let p): return "mount point \(p) is not empty"

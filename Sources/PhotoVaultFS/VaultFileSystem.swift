@@ -88,7 +88,7 @@ public final class VaultFileSystem: @unchecked Sendable {
 
     /// Creates the libfuse session and mounts it. Throws `MountError`.
     public func mount() throws {
-        guard Glibc.access("/dev/fuse", R_OK | W_OK) == 0 else { throw MountError.fuseUnavailable }
+        guard Glibc.access("/dev/fuse", R_OK | W_OK) == 0 else { throw MountError.fuseUnavailable(errno) }
         let mp = options.mountpoint
         var st = stat()
         guard stat(mp, &st) == 0 else {

@@ -20,6 +20,34 @@ final class MountFailureTests: XCTestCase {
         sb.unmount(sb.mount(at: "mnt"))
     }
 
+    /// In a private mount namespace whose /dev is a fresh tmpfs: without /dev/fuse, and with
+    /// one this process may not open (mode 000, CAP_DAC_OVERRIDE dropped), `mount` exits 14
+    /// with one line that says which, and mounts nothing.
+    func testMissingOrUnusableDevFuseExits14WithOneClearLine() {
+        let sb = Sandbox("pv-nofuse")
+        sb.initStore()
+        let mp = sb.root + "/mnt"
+        try! FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let mount = ["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
+            .map(Sandbox.quote).joined(separator: " ")
+        let dev = "mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3"
+        let cases = [
+            (dev, "", "photovault: /dev/fuse is missing: FUSE is not available on this system (modprobe fuse?)\n"),
+            (dev + " && mknod -m 000 /dev/fuse c 10 229", "setpriv --bounding-set -dac_override,-dac_read_search ",
+             "photovault: cannot use /dev/fuse: Permission denied (it is normally crw-rw-rw- root:root)\n"),
+        ]
+        for (setup, wrapper, message) in cases {
+            let script = "unshare -m --propagation private sh -c \(Sandbox.quote(setup + " && exec " + wrapper + "\"$0\" " + mount))"
+                + " \(Sandbox.quote(Harness.binary))"
+            let r = sb.run(script)
+            XCTAssertEqual(r.status, 14, r.stderr)
+            XCTAssertEqual(r.stderr, message)
+            XCTAssertFalse(Harness.isMounted(mp))
+        }
+        // The store is untouched: the same mount works with the real /dev.
+        sb.unmount(sb.mount(at: "mnt"))
+    }
+
     func testMountpointNotEmptyExits15() {
         let sb = Sandbox("pv-notempty")
         sb.initStore()

@@ -5,7 +5,7 @@ enum ErrorReport {
     static func cliError(_ error: Error) -> Error {
         guard let m = error as? MountError else { return error }
         switch m {
-        case .fuseUnavailable: return CLIError.noFuseDevice
+        case .fuseUnavailable(let e): return CLIError.noFuseDevice(e)
         case .mountpointMissing(let p), .mountpointNotDirectory(let p), .mountpointNotEmpty(let p):
             return CLIError.mountpointNotEmptyDirectory(p)
         case .alreadyMounted(let p): return CLIError.alreadyMounted(p)

@@ -19,7 +19,7 @@ enum MountFlow {
         settings.useDBus = !args.flag("no-dbus")
         settings.privateThumbnails = args.flag("private-thumbnails")
 
-        guard access("/dev/fuse", R_OK | W_OK) == 0 else { throw CLIError.noFuseDevice }
+        guard access("/dev/fuse", R_OK | W_OK) == 0 else { throw CLIError.noFuseDevice(errno) }
         try prepareMountpoint(settings.mountpoint, isDefault: args.argument("MOUNTPOINT") == nil)
         settings.mountpoint = RuntimeRegistry.canonical(settings.mountpoint)
         settings.store = RuntimeRegistry.canonical(settings.store)
