@@ -103,8 +103,19 @@ public struct StoreLayout: Sendable {
         try AtomicFile.write(config.encoded(), to: configPath, mode: 0o600)
     }
 
+    /// The config, once the store's shape is checked: `.corruptStore` (exit 9) when the
+    /// config is not a regular file or `accounts/` or `users/` is not a directory.
     public func loadConfig() throws -> StoreConfig {
-        guard access(configPath, F_OK) == 0 else { throw StoreError.storeNotInitialised(path: root) }
+        var st = stat()
+        guard lstat(configPath, &st) == 0 else { throw StoreError.storeNotInitialised(path: root) }
+        guard st.st_mode & S_IFMT == S_IFREG else {
+            throw StoreError.corruptStore("\(configPath) is not a regular file")
+        }
+        for d in [accountsDir, usersDir] {
+            guard stat(d, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+                throw StoreError.corruptStore("the store has no \(StorePath.basename(d))/ directory (\(d))")
+            }
+        }
         return try StoreConfig.decode(FileIO.readFile(configPath, limit: 64 * 1024))
     }
 }

@@ -54,6 +54,32 @@ final class AccountTamperTests: XCTestCase {
         }
     }
 
+    /// A store whose shape is wrong (users/ or accounts/ gone, a directory where the config or
+    /// a record should be) is corrupt: exit 9 with a line that says what, not a raw errno.
+    func testMisshapenStoreIsCorrupt() throws {
+        let s = Sandbox("tamper-shape")
+        s.initStore()
+        let record = try XCTUnwrap(AccountFixtures.recordFiles(s).first)
+        try FileManager.default.removeItem(atPath: record)
+        try FileManager.default.createDirectory(atPath: record, withIntermediateDirectories: false)
+        let (r, mp) = mountAlice(s)
+        assertFailure(r, 9, "the account record is corrupt: not a regular file")
+        XCTAssertFalse(Harness.isMounted(mp))
+
+        for dir in ["users", "accounts"] {
+            let moved = s.store + "/" + dir + ".moved"
+            try FileManager.default.moveItem(atPath: s.store + "/" + dir, toPath: moved)
+            for cmd in [["user", "add", "bob", "--passfile", s.passfile], ["user", "list"]] {
+                assertFailure(s.pv(cmd + ["--store", s.store]), 9, "the store has no \(dir)/ directory", cmd.joined(separator: " "))
+            }
+            try FileManager.default.moveItem(atPath: moved, toPath: s.store + "/" + dir)
+        }
+        let config = s.store + "/photovault.conf"
+        try FileManager.default.moveItem(atPath: config, toPath: config + ".moved")
+        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: false)
+        assertFailure(s.pv(["user", "list", "--store", s.store]), 9, "photovault.conf is not a regular file")
+    }
+
     func testUnknownRecordVersionIsExit10() throws {
         let s = Sandbox("tamper-version")
         s.initStore()

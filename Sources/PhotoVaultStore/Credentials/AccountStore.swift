@@ -232,6 +232,8 @@ public struct AccountStore {
             throw StoreError.posix("open account record")
         }
         defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { throw StoreError.corruptRecord("not a regular file") }
         let bytes: [UInt8]
         do { bytes = try FileIO.readAll(fd, limit: AccountRecord.maximumFileSize) }
         catch StoreError.corruptStore { throw StoreError.corruptRecord("larger than \(AccountRecord.maximumFileSize) bytes") }
