@@ -96,8 +96,13 @@ final class InodeTable: @unchecked Sendable {
         mutex.withLock { node.lookups += 1 }
     }
 
+    /// The backing inode number, except that the backing root is FUSE's root (1), and a
+    /// backing entry numbered 1 that is not the root (possible on some filesystems) gets an
+    /// ID with the top bit set instead of taking the root's.
     func nodeID(for st: stat) -> UInt64 {
-        UInt64(st.st_ino) == root.backingIno ? root.nodeID : UInt64(st.st_ino)
+        let ino = UInt64(st.st_ino)
+        if ino == root.backingIno { return root.nodeID }
+        return ino == root.nodeID ? ino | (1 << 63) : ino
     }
 
     /// The kernel dropped `n` references; the node goes away at zero.
