@@ -40,6 +40,14 @@ final class MountXattrAndStatfsTests: XCTestCase {
         XCTAssertTrue(classNames.contains(sb.ok("getfattr --only-values -n user.photovault.class \(q)/Album")))
         // The robots attributes are not writable.
         XCTAssertNotEqual(sb.run("setfattr -n user.xdg.robots.index -v true \(q)/Album").status, 0)
+        // Names up to 160 bytes (FORMAT.md section 8); longer ones get ERANGE, as over 255 on ext4.
+        let longest = "user." + String(repeating: "n", count: 155)
+        sb.ok("setfattr -n \(longest) -v LONG-NAME-VALUE \(q)/Album/photo.jpg")
+        XCTAssertEqual(sb.ok("getfattr --only-values -n \(longest) \(q)/Album/photo.jpg"), "LONG-NAME-VALUE")
+        let tooLong = sb.run("setfattr -n \(longest)n -v x \(q)/Album/photo.jpg")
+        XCTAssertNotEqual(tooLong.status, 0)
+        XCTAssertTrue(tooLong.stderr.contains("Numerical result out of range"), tooLong.stderr)
+        sb.ok("setfattr -x \(longest) \(q)/Album/photo.jpg")
 
         sb.remount(mp)
         XCTAssertEqual(sb.ok("getfattr --only-values -n user.xattr-secret-name \(q)/Album/photo.jpg"), "XATTR-SECRET-VALUE")
