@@ -233,25 +233,7 @@ extension VaultFileSystem {
         guard let fi else { fuse_reply_err(req, EINVAL); return }
         do {
             let node = try table.require(ino)
-            let nm = try naming(of: node)
-            var entries: [OpenDirectory.Entry] = []
-            var st = stat()
-            _ = fstatat(node.fd, "..", &st, AT_SYMLINK_NOFOLLOW)
-            entries.append(.init(name: [0x2e, 0], backing: [], ino: node.backingIno, type: UInt8(DT_DIR)))
-            entries.append(.init(name: [0x2e, 0x2e, 0], backing: [], ino: UInt64(st.st_ino), type: UInt8(DT_DIR)))
-            for ent in try Syscall.listDirectory(node.fd) {
-                switch backend.plainName(ent.name, in: nm, dirFD: node.fd) {
-                case .visible(let plain):
-                    entries.append(.init(name: plain + [0], backing: ent.name, ino: ent.ino, type: ent.type))
-                case .hidden:
-                    continue
-                case .corrupt:
-                    log(options.logsPlaintextPaths
-                        ? "skipping an entry of \(table.path(of: ino)) whose name fails authentication: \(String(decoding: ent.name, as: UTF8.self))"
-                        : "skipping a directory entry whose name fails authentication ('photovault fsck' names it)")
-                }
-            }
-            let d = OpenDirectory(inode: node, entries: entries)
+            let d = OpenDirectory(inode: node, entries: try listing(of: node))
             fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(d).toOpaque()))
             fuse_reply_open(req, fi)
         } catch {
@@ -259,15 +241,43 @@ extension VaultFileSystem {
         }
     }
 
+    /// The plaintext entries of directory `node` now, with "." and "..".
+    private func listing(of node: Inode) throws -> [OpenDirectory.Entry] {
+        let nm = try naming(of: node)
+        var entries: [OpenDirectory.Entry] = []
+        var st = stat()
+        _ = fstatat(node.fd, "..", &st, AT_SYMLINK_NOFOLLOW)
+        entries.append(.init(name: [0x2e, 0], backing: [], ino: node.backingIno, type: UInt8(DT_DIR)))
+        entries.append(.init(name: [0x2e, 0x2e, 0], backing: [], ino: UInt64(st.st_ino), type: UInt8(DT_DIR)))
+        for ent in try Syscall.listDirectory(node.fd) {
+            switch backend.plainName(ent.name, in: nm, dirFD: node.fd) {
+            case .visible(let plain):
+                entries.append(.init(name: plain + [0], backing: ent.name, ino: ent.ino, type: ent.type))
+            case .hidden:
+                continue
+            case .corrupt:
+                log(options.logsPlaintextPaths
+                    ? "skipping an entry of \(table.path(of: node.nodeID)) whose name fails authentication: \(String(decoding: ent.name, as: UTF8.self))"
+                    : "skipping a directory entry whose name fails authentication ('photovault fsck' names it)")
+            }
+        }
+        return entries
+    }
+
     func readdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ off: off_t,
                  _ fi: UnsafeMutablePointer<fuse_file_info>?, plus: Bool) {
         guard let d = dirHandle(fi) else { fuse_reply_err(req, EBADF); return }
         let buf = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
         defer { buf.deallocate() }
+        let entries: [OpenDirectory.Entry]
+        do { entries = try d.entries(at: Int(off)) { try listing(of: d.inode) } } catch {
+            fail(req, error, "readdir \(table.path(of: ino))")
+            return
+        }
         var rem = size
         var i = Int(off)
-        while i >= 0 && i < d.entries.count {
-            let ent = d.entries[i]
+        while i >= 0 && i < entries.count {
+            let ent = entries[i]
             let p = buf + (size - rem)
             // readdirplus looks each entry up (one kernel reference each). An entry removed
             // since opendir is skipped; any other failure (EMFILE, EIO) ends this reply, and

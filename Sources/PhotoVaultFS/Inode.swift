@@ -262,9 +262,21 @@ final class OpenDirectory {
         let type: UInt8
     }
     let inode: Inode
-    let entries: [Entry]
+    private let lock = PMutex()
+    private var snapshot: [Entry]
+    private var served = false
     init(inode: Inode, entries: [Entry]) {
         self.inode = inode
-        self.entries = entries
+        self.snapshot = entries
+    }
+
+    /// The entries a readdir at `offset` reads. Offset 0 after entries were served is a
+    /// rewinddir: POSIX wants the directory as it is now, so `refresh` makes a new snapshot.
+    func entries(at offset: Int, refresh: () throws -> [Entry]) rethrows -> [Entry] {
+        try lock.withLock {
+            if offset == 0 && served { snapshot = try refresh() }
+            served = true
+            return snapshot
+        }
     }
 }

@@ -116,4 +116,26 @@ final class MountNameHygieneTests: XCTestCase {
         sb.unmount(full)
         sb.assertNoPlaintext(["EMFILE-"])
     }
+
+    /// rewinddir on an open directory shows it as it is now (POSIX), not the snapshot taken
+    /// at opendir: Python's os.listdir(fd) rewinds the same open directory each call.
+    func testRewinddirSeesNamesMadeAndRemovedSinceOpendir() {
+        let sb = Sandbox("pv-rewind")
+        sb.initStore()
+        let mp = sb.mount()
+        sb.ok("mkdir \(Sandbox.quote(mp))/d && touch \(Sandbox.quote(mp))/d/old.jpg")
+        let out = sb.ok("""
+            python3 - \(Sandbox.quote(mp + "/d")) <<'PY'
+            import os, sys
+            d = sys.argv[1]
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            print(sorted(os.listdir(fd)))
+            open(d + "/new.jpg", "w").close()
+            os.unlink(d + "/old.jpg")
+            print(sorted(os.listdir(fd)))
+            PY
+            """)
+        XCTAssertEqual(out, "['old.jpg']\n['new.jpg']\n")
+        sb.unmount(mp)
+    }
 }
