@@ -358,4 +358,43 @@ final class OfflineCommandTests: XCTestCase {
                        "LATIN1-NAME\nREPLACEMENT-NAME\n2\n")
         sb.assertNoPlaintext(["LATIN1-NAME", "REPLACEMENT-NAME", "album", "made-on-mount"])
     }
+
+    /// A source that holds the store (importing a home directory with the store inside)
+    /// skips the vault's own encrypted tree, which would grow while it is read; a source
+    /// inside that tree is refused.
+    func testImportNeverReadsTheVaultsOwnTree() throws {
+        let sb = Sandbox("pv-offline-self")
+        let src = sb.plainDir("home")
+        let inner = src + "/store"
+        XCTAssertEqual(sb.pv(["init", "--store", inner]).status, 0)
+        XCTAssertEqual(sb.pv(["user", "add", "alice", "--store", inner, "--passfile", sb.passfile]).status, 0)
+        sb.ok("printf 'SELF-photo' > \(Sandbox.quote(src))/photo.jpg")
+        let trees = try FileManager.default.contentsOfDirectory(atPath: inner + "/users")
+        XCTAssertEqual(trees.count, 1)
+        let args = ["--store", inner, "--user", "alice", "--passfile", sb.passfile]
+        let imp = sb.pv(["import", src, "/backup"] + args, timeout: 60)
+        XCTAssertEqual(imp.status, 26, imp.stderr)
+        XCTAssertTrue(imp.stderr.hasPrefix("photovault: skipped /backup/home/store/users/\(trees[0]): this vault's own encrypted tree\n"),
+                      imp.stderr)
+        let out = sb.plainDir("out")
+        XCTAssertEqual(sb.pv(["export", "/backup/home", out] + args).status, 0)
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(out))/home/photo.jpg"), "SELF-photo")
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(out))/home/store/users"), "")
+        let refused = sb.pv(["import", inner + "/users/" + trees[0], "/x"] + args)
+        XCTAssertEqual(refused.status, 2, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("is inside this vault's encrypted tree"), refused.stderr)
+
+        // While the vault is mounted, import goes through the mount with cp, which cannot
+        // skip the tree: a source that holds it is refused, and nothing is copied.
+        let mp = sb.root + "/mnt-inner"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        XCTAssertEqual(sb.pv(["mount", mp, "--no-dbus"] + args).status, 0)
+        sb.mounts.append(mp)
+        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) })
+        let live = sb.pv(["import", src, "/again"] + args)
+        XCTAssertEqual(live.status, 2, live.stderr)
+        XCTAssertTrue(live.stderr.contains("holds or is inside this vault"), live.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/again"))
+        sb.unmount(mp)
+    }
 }

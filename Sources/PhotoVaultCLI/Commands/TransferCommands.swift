@@ -23,6 +23,7 @@ enum TransferCommands {
                 _ = try MountRoute.stream(STDIN_FILENO, to: mp, dest: vp, class: cls, force: args.flag("force"))
             } else {
                 guard !all.contains("-") else { throw StoreError.invalidArgument("'-' (standard input) must be the only source") }
+                try refuseSelfCopy(all, treeRoot: vault.tree.root, mountpoint: mp)
                 try MountRoute.copy(all, to: mp, dest: vp, class: cls, force: args.flag("force"))
             }
             FileHandle.standardError.write(Data("imported through the live mount at \(mp)\n".utf8))
@@ -35,6 +36,26 @@ enum TransferCommands {
         }
         progress.finish(summary, seconds: Date().timeIntervalSince(start))
         return summary.skipped.isEmpty ? 0 : ExitCodes.partialTransfer
+    }
+
+    /// Through the mount, `cp -R` cannot skip the vault's own ciphertext or its mountpoint,
+    /// which grow while they are read: a source that holds either, or lies in the tree, is refused.
+    static func refuseSelfCopy(_ sources: [String], treeRoot: String, mountpoint: String) throws {
+        let real = { (p: String) -> String? in
+            guard let r = realpath(p, nil) else { return nil }
+            defer { free(r) }
+            return String(cString: r)
+        }
+        let tree = real(treeRoot), mount = real(mountpoint)
+        for source in sources {
+            guard let s = real(source) else { continue }
+            let prefix = s == "/" ? "/" : s + "/"
+            let holds = { (g: String?) in g.map { $0 == s || $0.hasPrefix(prefix) } ?? false }
+            if holds(tree) || holds(mount) || tree.map({ s.hasPrefix($0 + "/") }) == true {
+                throw StoreError.invalidArgument("\(source) holds or is inside this vault (its mount or its encrypted "
+                                                 + "tree); import its other contents")
+            }
+        }
     }
 
     static func exportFiles(_ args: ParsedArguments) throws -> Int32 {

@@ -54,6 +54,15 @@ public final class Importer {
             return run.summary
         }
         guard !sources.contains("-") else { throw StoreError.invalidArgument("'-' (standard input) must be the only source") }
+        // The vault's own ciphertext is never a source: it grows while it is walked.
+        let treeReal = RealPath.of(tree.root)
+        for source in sources {
+            if let r = RealPath.of(source), let t = treeReal, r == t || r.hasPrefix(t + "/") {
+                throw StoreError.invalidArgument("\(source) is inside this vault's encrypted tree")
+            }
+        }
+        var treeStat = stat()
+        if lstat(tree.root, &treeStat) == 0 { run.treeIdentity = (treeStat.st_dev, treeStat.st_ino) }
         let destDir = try resolver.directory(try VaultPath(vaultDir), create: true)
         for source in sources {
             let (dirPath, name) = try Importer.split(source)
@@ -94,6 +103,9 @@ public final class Importer {
         let force: Bool
         let progress: (ProgressEvent) -> Void
         var summary = TransferSummary()
+        /// Device and inode of the vault's tree root: a source directory that contains it
+        /// skips it (reported), instead of importing ciphertext that grows as it is read.
+        var treeIdentity: (dev_t, ino_t)?
         var tree: UserTree { importer.tree }
 
         init(importer: Importer, cls: ProtectionClass?, force: Bool, progress: @escaping (ProgressEvent) -> Void) {
@@ -127,6 +139,11 @@ public final class Importer {
         }
 
         mutating func directory(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, resolver: VaultResolver) throws {
+            if let (dev, ino) = treeIdentity, st.st_dev == dev, st.st_ino == ino {
+                summary.skipped.append(entry.path.description)
+                progress(.skipped(entry.path.description, reason: "this vault's own encrypted tree"))
+                return
+            }
             let created: Bool
             if let existing = try entry.stat() {
                 // Merged like cp -r; a file or symlink in the way is never replaced by a directory.
@@ -226,5 +243,14 @@ public final class Importer {
                 try OfflineXattr.set(dst, stored, tree.xattrs.sealValue(value, storedName: stored))
             }
         }
+    }
+}
+
+/// `realpath(3)` as a String; nil when the path cannot be resolved.
+enum RealPath {
+    static func of(_ path: String) -> String? {
+        guard let r = realpath(path, nil) else { return nil }
+        defer { free(r) }
+        return String(cString: r)
     }
 }
