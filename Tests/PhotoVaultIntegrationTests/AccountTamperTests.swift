@@ -152,6 +152,7 @@ final class AccountTamperTests: XCTestCase {
         // Another device: a different 32-byte secret, or none at all.
         let other = s.root + "/other-secret"
         try Data(AccountFixtures.randomBytes(32)).write(to: URL(fileURLWithPath: other))
+        XCTAssertEqual(chmod(other, 0o600), 0)
         let (r, mp2) = mountAlice(s, env: ["PHOTOVAULT_DEVICE_SECRET": other])
         assertFailure(r, 13, "bound to another device")
         XCTAssertFalse(Harness.isMounted(mp2))
@@ -161,6 +162,12 @@ final class AccountTamperTests: XCTestCase {
         // A wrong device does not count as a wrong password: no throttle file appeared.
         let throttles = try FileManager.default.contentsOfDirectory(atPath: s.store + "/accounts").filter { $0.hasSuffix(".throttle") }
         XCTAssertEqual(throttles, [])
+        // A secret other users can read is refused with a line that says so, until fixed.
+        XCTAssertEqual(chmod(secret, 0o644), 0)
+        let (open, mp4) = mountAlice(s)
+        assertFailure(open, 1, "is open to other users (mode 644); run 'chmod 600 \(secret)'")
+        XCTAssertFalse(Harness.isMounted(mp4))
+        XCTAssertEqual(chmod(secret, 0o600), 0)
         // Back on the right device it still works.
         let (again, mp3) = mountAlice(s)
         XCTAssertEqual(again.status, 0, again.stderr)

@@ -52,6 +52,14 @@ public enum DeviceSecret {
         guard (st.st_mode & S_IFMT) == S_IFREG, st.st_size == size else {
             throw StoreError.io(errno: EINVAL, context: "device secret \(path) must be a regular file of exactly \(size) bytes")
         }
+        // As ssh does for private keys: a secret others may read is refused, not used.
+        guard st.st_uid == geteuid() || st.st_uid == 0 else {
+            throw StoreError.io(errno: EACCES, context: "device secret \(path) belongs to uid \(st.st_uid), not to this user")
+        }
+        guard st.st_mode & 0o077 == 0 else {
+            throw StoreError.io(errno: EACCES, context: "device secret \(path) is open to other users (mode "
+                                + "\(String(st.st_mode & 0o777, radix: 8))); run 'chmod 600 \(path)' and treat it as exposed")
+        }
         let secret = SecureBytes(count: size)
         let n = try secret.withUnsafeMutableBytes { try FileIO.readFully(fd, $0.baseAddress!, size, offset: 0) }
         guard n == size else { secret.wipe(); throw StoreError.io(errno: EIO, context: "device secret \(path) is short") }
