@@ -61,6 +61,12 @@ public final class BusLockWatcher: @unchecked Sendable {
         if inhibitor.release() { log("released the sleep inhibitor") }
     }
 
+    /// The buses ("system", "session") that could not be reached at `start()` and are not
+    /// watched. Empty when both are watched.
+    public var unreachableBuses: [String] {
+        lock.withLock { workers.filter { !$0.connectedAtStart }.map(\.busName) }
+    }
+
     /// Whether a sleep inhibitor is currently held.
     public var holdsSleepInhibitor: Bool { inhibitor.isHeld }
 

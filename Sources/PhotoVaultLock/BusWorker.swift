@@ -33,6 +33,8 @@ final class BusWorker: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     /// Touched only on the worker thread.
     private var bus: SDBus?
+    /// Whether the first connection succeeded (read after `startAndWaitUntilReady`).
+    private(set) var connectedAtStart = false
     private var thread: pthread_t?
     private let threadLock = NSLock()
 
@@ -44,6 +46,9 @@ final class BusWorker: @unchecked Sendable {
         self.onLock = onLock
         self.log = log
     }
+
+    /// "system" or "session".
+    var busName: String { handler.busName }
 
     /// Starts the thread and returns once matches are installed or the bus proved unreachable.
     func startAndWaitUntilReady() {
@@ -79,6 +84,7 @@ final class BusWorker: @unchecked Sendable {
             ready.signal()
             return
         }
+        connectedAtStart = true
         ready.signal()
         while loop() == .lost {
             bus = nil   // closes the connection on this thread

@@ -13,6 +13,7 @@ final class LockSourceTests: XCTestCase {
         let env = s.env.merging(rig.environment) { _, b in b }
         let r = Harness.pv(["mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile] + extra, env: env)
         XCTAssertEqual(r.status, 0, "mount: \(r.stderr)", file: file, line: line)
+        XCTAssertFalse(r.stderr.contains("warning"), "both buses are there: \(r.stderr)", file: file, line: line)
         XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) }, file: file, line: line)
         s.mounts.append(mp)
         return mp
@@ -109,6 +110,43 @@ final class LockSourceTests: XCTestCase {
         print(String(format: "--idle 2s under statfs/stat polling: unmounted after %.2f s, %d polls", idle, polls))
         XCTAssertFalse(Harness.isMounted(mp), "polling statfs and stat kept the vault mounted for 8 s")
         XCTAssertGreaterThan(polls, 5)
+    }
+
+    /// A mount that cannot watch a bus says so on the terminal (not only in the journal):
+    /// the user must not believe the screen lock protects the vault when it does not.
+    func testAMountThatCannotWatchDBusSaysSo() throws {
+        let s = Sandbox("lock-nobus")
+        s.initStore()
+        let rig = try DBusRig(directory: s.root + "/bus")
+        defer { rig.stop() }
+        let missing = "unix:path=" + s.root + "/no-bus-here"
+        let cases: [([String: String], String)] = [
+            (["DBUS_SYSTEM_BUS_ADDRESS": missing, "DBUS_SESSION_BUS_ADDRESS": missing],
+             "photovault: warning: no D-Bus (system or session bus): the vault will not lock with the screen or on suspend; "),
+            (rig.environment.merging(["DBUS_SESSION_BUS_ADDRESS": missing]) { _, b in b },
+             "photovault: warning: no session D-Bus: the vault will not lock when the screen saver locks; "),
+        ]
+        for (i, (busEnv, warning)) in cases.enumerated() {
+            let mp = s.root + "/mnt\(i)"
+            try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+            let r = Harness.pv(["mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile],
+                               env: s.env.merging(busEnv) { _, b in b })
+            XCTAssertEqual(r.status, 0, r.stderr)
+            s.mounts.append(mp)
+            XCTAssertTrue(r.stderr.hasPrefix(warning), r.stderr)
+            XCTAssertTrue(r.stderr.contains("lock it with --idle or 'photovault lock' (--no-dbus silences this)\n"), r.stderr)
+            XCTAssertTrue(Harness.isMounted(mp))
+            s.unmount(mp)
+        }
+        // --no-dbus: no warning.
+        let quiet = s.root + "/mnt-quiet"
+        try FileManager.default.createDirectory(atPath: quiet, withIntermediateDirectories: true)
+        let r = Harness.pv(["mount", quiet, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus"],
+                           env: s.env.merging(cases[0].0) { _, b in b })
+        XCTAssertEqual(r.status, 0, r.stderr)
+        s.mounts.append(quiet)
+        XCTAssertFalse(r.stderr.contains("warning"), r.stderr)
+        s.unmount(quiet)
     }
 
     func testDesktopLockSignalsOverDBus() throws {

@@ -62,7 +62,13 @@ enum DaemonLauncher {
             reply.append(contentsOf: buf[0..<n])
         }
         close(ready[0])
-        let text = String(decoding: reply, as: UTF8.self).trimmedWhitespace()
+        var lines = String(decoding: reply, as: UTF8.self).split(separator: "\n").map(String.init)
+        while let first = lines.first, first.hasPrefix("WARN ") {
+            let line = Array("photovault: warning: \(first.dropFirst(5))\n".utf8)
+            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress!, $0.count) }
+            lines.removeFirst()
+        }
+        let text = lines.joined(separator: "\n").trimmedWhitespace()
         if text == "OK" { return 0 }
         var status: Int32 = 0
         if waitpid(pid, &status, WNOHANG) == 0 { kill(pid, SIGTERM) }

@@ -113,6 +113,9 @@ enum MountDaemon {
             controller.releaseSleepInhibitor = { w.releaseSleepInhibitor() }
             w.start()
             bus = w
+            if let warning = Self.busWarning(unreachable: w.unreachableBuses) {
+                if let r = reporter { r.warn(warning) } else { log("warning: " + warning) }
+            }
         }
         var control: ControlSocketServer? = nil
         do {
@@ -149,6 +152,18 @@ enum MountDaemon {
         return code
     }
 
+    /// What the user loses when a bus cannot be watched (shown by `photovault mount`, not
+    /// only in the journal: a vault that will not lock with the screen must say so).
+    static func busWarning(unreachable: [String]) -> String? {
+        let advice = "lock it with --idle or 'photovault lock' (--no-dbus silences this)"
+        switch (unreachable.contains("system"), unreachable.contains("session")) {
+        case (true, true): return "no D-Bus (system or session bus): the vault will not lock with the screen or on suspend; " + advice
+        case (true, false): return "no system D-Bus (logind): the vault will not lock on suspend or on logind's session lock; " + advice
+        case (false, true): return "no session D-Bus: the vault will not lock when the screen saver locks; " + advice
+        case (false, false): return nil
+        }
+    }
+
     private static func fail(_ reporter: ReadyReporter?, _ error: Error) -> Int32 {
         let (code, message) = ErrorReport.describe(error)
         if let r = reporter { r.fail(code: code, message) } else { FileHandle.standardError.write(Data("photovault: \(message)\n".utf8)) }
@@ -166,6 +181,12 @@ final class ReadyReporter: @unchecked Sendable {
     private var fd: Int32
     init(fd: Int32) { self.fd = fd }
     func succeed() { send("OK\n") }
+    /// A line the waiting `photovault mount` prints as a warning (before OK).
+    func warn(_ message: String) {
+        guard fd >= 0 else { return }
+        let b = Array("WARN \(message)\n".utf8)
+        _ = b.withUnsafeBytes { write(fd, $0.baseAddress!, b.count) }
+    }
     func fail(code: Int32, _ message: String) { send("ERR \(code) \(message)\n") }
     private func send(_ s: String) {
         guard fd >= 0 else { return }
