@@ -223,7 +223,9 @@ public final class ContentFile: @unchecked Sendable {
             return
         }
         // Cut after the chunk that becomes the last one (the file stays valid if we crash
-        // here), then reseal that chunk shorter and cut to the final length.
+        // here), then reseal that chunk shorter in place and cut to the final length. A
+        // crash between those two leaves the chunk failing authentication (EIO), never
+        // wrong bytes: contents are not crash-atomic (FORMAT.md section 9).
         let cipher = try cipherForUse()
         let idx = newSize / cs
         let oldLen = Int(min(cs, size - idx * cs))
