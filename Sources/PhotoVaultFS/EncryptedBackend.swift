@@ -74,6 +74,17 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         defer { close(fd) }
         let entries = try Syscall.listDirectory(fd)
         guard entries.allSatisfy({ NameCodec.isInternal(Self.string($0.name)) }) else { throw FSError.notEmpty }
+        // rmdir(2) needs write permission on the parent only, but removing the internal
+        // files needs it on the directory itself: a read-only (0555) directory is made
+        // writable for its owner first, and given its mode back if it stays.
+        var st = stat()
+        var restoreMode: mode_t? = nil
+        var removed = false
+        if fstat(fd, &st) == 0, st.st_mode & 0o300 != 0o300, st.st_uid == geteuid(),
+           fchmod(fd, (st.st_mode & 0o7777) | 0o300) == 0 {
+            restoreMode = st.st_mode & 0o7777
+        }
+        defer { if !removed, let m = restoreMode { _ = fchmod(fd, m) } }
         for e in entries where Self.string(e.name) != DirectoryInfo.fileName {
             try Syscall.removeTree(fd, e.name, isDirectory: e.type == UInt8(DT_DIR))
         }
@@ -85,6 +96,7 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
             if let saved { try AtomicFile.write(saved, in: fd, name: DirectoryInfo.fileName, mode: 0o400) }
             throw FSError.posix(e)
         }
+        removed = true
     }
 
     func plaintextSize(backingSize: Int64) -> Int64 {

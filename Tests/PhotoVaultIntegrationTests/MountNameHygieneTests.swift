@@ -138,4 +138,29 @@ final class MountNameHygieneTests: XCTestCase {
         XCTAssertEqual(out, "['old.jpg']\n['new.jpg']\n")
         sb.unmount(mp)
     }
+
+    /// rmdir of an empty read-only (0555) directory succeeds, as on ext4, for a daemon that
+    /// cannot override permissions (any non-root user's; here root without CAP_DAC_OVERRIDE):
+    /// its internal .pvdir is in the way until the directory is made writable.
+    func testRmdirOfAReadOnlyDirectoryWithoutPermissionOverride() throws {
+        let sb = Sandbox("pv-rmdir-ro")
+        sb.initStore()
+        let mp = sb.root + "/mnt-nodac"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
+            .map(Sandbox.quote).joined(separator: " ")
+        sb.ok("setpriv --bounding-set -dac_override,-dac_read_search \(mount)")
+        sb.mounts.append(mp)
+        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) })
+        let q = Sandbox.quote(mp)
+        sb.ok("mkdir \(q)/empty \(q)/full && touch \(q)/full/kept.jpg && chmod 555 \(q)/empty \(q)/full")
+        sb.ok("rmdir \(q)/empty")
+        let full = sb.run("rmdir \(q)/full")
+        XCTAssertNotEqual(full.status, 0)
+        XCTAssertTrue(full.stderr.contains("Directory not empty"), full.stderr)
+        XCTAssertEqual(sb.ok("stat -c %a \(q)/full && ls \(q)/full && ls \(q)"), "555\nkept.jpg\nfull\n")
+        sb.unmount(mp)
+        let fsck = OfflineCommandTests.pv(sb, ["fsck"])
+        XCTAssertEqual(fsck.status, 0, fsck.stdout + fsck.stderr)
+    }
 }
