@@ -48,6 +48,18 @@ final class MountFailureTests: XCTestCase {
         sb.unmount(sb.mount(at: "mnt"))
     }
 
+    /// `--idle 0` silently meant "never": it is a usage error now, and nothing is mounted.
+    func testIdleZeroIsAUsageError() {
+        let sb = Sandbox("pv-idle0")
+        sb.initStore()
+        let mp = sb.root + "/mnt"
+        try! FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let r = sb.pv(["mount", mp, "--idle", "0", "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+        XCTAssertEqual(r.status, 2, r.stderr)
+        XCTAssertTrue(r.stderr.hasPrefix("photovault: --idle must be more than 0"), r.stderr)
+        XCTAssertFalse(Harness.isMounted(mp))
+    }
+
     func testMountpointNotEmptyExits15() {
         let sb = Sandbox("pv-notempty")
         sb.initStore()

@@ -11,6 +11,9 @@ enum MountFlow {
         settings.allowOther = args.flag("allow-other")
         settings.foreground = args.flag("foreground")
         settings.idle = try args.duration("idle")
+        if let i = settings.idle, i <= 0 {
+            throw args.usageError("--idle must be more than 0 (leave it out never to lock for inactivity)")
+        }
         if let d = try args.duration("lock-grace") { settings.lockGrace = d }
         if let m = args.value("on-lock") {
             guard let v = MountSettings.OnLock(rawValue: m) else { throw args.usageError("--on-lock takes 'unmount' or 'stay'") }
