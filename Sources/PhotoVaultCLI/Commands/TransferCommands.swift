@@ -41,14 +41,9 @@ enum TransferCommands {
     /// Through the mount, `cp -R` cannot skip the vault's own ciphertext or its mountpoint,
     /// which grow while they are read: a source that holds either, or lies in the tree, is refused.
     static func refuseSelfCopy(_ sources: [String], treeRoot: String, mountpoint: String) throws {
-        let real = { (p: String) -> String? in
-            guard let r = realpath(p, nil) else { return nil }
-            defer { free(r) }
-            return String(cString: r)
-        }
-        let tree = real(treeRoot), mount = real(mountpoint)
+        let tree = RealPath.of(treeRoot), mount = RealPath.of(mountpoint)
         for source in sources {
-            guard let s = real(source) else { continue }
+            guard let s = RealPath.of(source) else { continue }
             let prefix = s == "/" ? "/" : s + "/"
             let holds = { (g: String?) in g.map { $0 == s || $0.hasPrefix(prefix) } ?? false }
             if holds(tree) || holds(mount) || tree.map({ s.hasPrefix($0 + "/") }) == true {

@@ -247,8 +247,8 @@ public final class Importer {
 }
 
 /// `realpath(3)` as a String; nil when the path cannot be resolved.
-enum RealPath {
-    static func of(_ path: String) -> String? {
+public enum RealPath {
+    public static func of(_ path: String) -> String? {
         guard let r = realpath(path, nil) else { return nil }
         defer { free(r) }
         return String(cString: r)
