@@ -44,7 +44,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: alreadyMounted, meaning: "already mounted (the mountpoint, or this vault elsewhere)"),
         ExitCodeEntry(code: mountBusy, meaning: "the mount is busy (files still open)"),
         ExitCodeEntry(code: notMounted, meaning: "not mounted"),
-        ExitCodeEntry(code: 19, meaning: "no space left on the store's device"),
+        ExitCodeEntry(code: 19, meaning: "no space left on the store's device (or on export's destination)"),
         ExitCodeEntry(code: 20, meaning: "the file or store already exists (use --force)"),
         ExitCodeEntry(code: fsckFoundDamage, meaning: "fsck found damage"),
         ExitCodeEntry(code: 22, meaning: "integrity check failed (data modified or corrupt)"),

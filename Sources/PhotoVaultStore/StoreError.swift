@@ -22,7 +22,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case locked                                      // class key forgotten
     case notFound(String)
     case exists(String)
-    case noSpace
+    case noSpace                                     // on the store's device
+    case destinationFull(String)                     // on export's destination
     case io(errno: Int32, context: String)
     case invalidArgument(String)
 
@@ -32,7 +33,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .locked, .wrongPassword, .wrongDevice: return EACCES
         case .notFound, .noSuchAccount, .storeNotInitialised: return ENOENT
         case .exists, .accountExists, .storeExists: return EEXIST
-        case .noSpace: return ENOSPC
+        case .noSpace, .destinationFull: return ENOSPC
         case .storeBusy: return EBUSY
         case .io(let e, _): return e
         default: return EINVAL
@@ -53,7 +54,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .storeBusy: return 11
         case .weakKDFParameters: return 12
         case .wrongDevice: return 13
-        case .noSpace: return 19
+        case .noSpace, .destinationFull: return 19
         case .exists, .storeExists: return 20
         case .integrity: return 22
         case .locked: return 23
@@ -84,6 +85,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .notFound(let p): return "not found: \(p)"
         case .exists(let p): return "already exists: \(p) (use --force to overwrite)"
         case .noSpace: return "no space left on the device holding the store"
+        case .destinationFull(let p): return "no space left on the device holding \(p)"
         case .io(let e, let c): return "\(c): \(String(cString: strerror(e)))"
         case .invalidArgument(let d): return d
         }

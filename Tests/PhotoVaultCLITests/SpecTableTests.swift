@@ -54,7 +54,7 @@ final class SpecTableTests: XCTestCase {
             .wrongPassword, .storeNotInitialised(path: "/s"), .storeExists(path: "/s"), .corruptRecord("x"),
             .corruptStore("x"), .unknownVersion(found: 9, supported: 1), .weakKDFParameters, .storeBusy,
             .wrongDevice, .integrity(path: "/a", detail: "tag"), .locked, .notFound("/a"), .exists("/a"),
-            .noSpace, .io(errno: EIO, context: "read"), .invalidArgument("bad"),
+            .noSpace, .destinationFull("/d"), .io(errno: EIO, context: "read"), .invalidArgument("bad"),
         ]
         for e in storeErrors {
             XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "StoreError \(e) -> \(e.exitCode) not in the table")

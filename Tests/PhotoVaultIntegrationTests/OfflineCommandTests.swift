@@ -89,6 +89,31 @@ final class OfflineCommandTests: XCTestCase {
         sb.assertNoPlaintext(["private notes", "IMG_0001", "big.bin", "albums"])
     }
 
+    /// Export onto a full device: exit 19 with one line naming the destination (not the
+    /// store, which export never writes), no temp file left behind, earlier files intact.
+    func testExportOntoAFullDeviceNamesTheDestination() throws {
+        XCTAssertEqual(getuid(), 0, "mounting a tmpfs needs root")
+        let sb = Sandbox("pv-offline-full")
+        sb.initStore()
+        let src = sb.plainDir("src"), out = sb.plainDir("out")
+        let qs = Sandbox.quote(src)
+        sb.ok("printf 'FULLDEST-SMALL\\n' > \(qs)/a-small.txt && head -c 3000000 /dev/urandom > \(qs)/b-big.jpg")
+        XCTAssertEqual(Self.pv(sb, ["import", src, "/"]).status, 0)
+        sb.ok("mount -t tmpfs -o size=1m tmpfs \(Sandbox.quote(out))")
+        defer { _ = Harness.run(["umount", "-l", out]) }
+
+        let r = Self.pv(sb, ["export", "/src", out])
+        assertFailure(r, 19, "photovault: no space left on the device holding \(out)")
+        XCTAssertFalse(r.stderr.contains("store"), r.stderr)
+        // Export stops at the error; entries are exported in the vault's listing order, so
+        // the small file may or may not have come first. The big one left nothing behind.
+        let left = sb.ok("cd \(Sandbox.quote(out)) && find . -mindepth 1 | LC_ALL=C sort")
+        XCTAssertTrue(["./src\n", "./src\n./src/a-small.txt\n"].contains(left), left)
+        if left.contains("a-small.txt") {
+            XCTAssertEqual(sb.ok("cat \(Sandbox.quote(out))/src/a-small.txt"), "FULLDEST-SMALL\n")
+        }
+    }
+
     func testForceIsNeededToOverwrite() {
         let (sb, src) = Self.importedTree("pv-offline-force", at: "/a")
         let out = sb.plainDir("out")

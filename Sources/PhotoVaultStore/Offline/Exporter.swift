@@ -39,6 +39,14 @@ public final class Exporter {
     @discardableResult
     public func export(paths: [String], to dest: String, force: Bool = false,
                        progress: @escaping (ProgressEvent) -> Void = { _ in }) throws -> TransferSummary {
+        // Reading the store never runs out of space: ENOSPC here is the destination's.
+        do { return try exportAll(paths: paths, to: dest, force: force, progress: progress) } catch StoreError.noSpace {
+            throw StoreError.destinationFull(dest == "-" ? "standard output" : dest)
+        }
+    }
+
+    private func exportAll(paths: [String], to dest: String, force: Bool,
+                           progress: @escaping (ProgressEvent) -> Void) throws -> TransferSummary {
         guard !paths.isEmpty else { throw StoreError.invalidArgument("nothing to export") }
         let lock = try TreeLock(root: tree.root, mode: .shared, timeout: lockTimeout)
         defer { lock.release() }
