@@ -149,9 +149,16 @@ extension VaultFileSystem {
                     guard let node = table.get(e.ino) else { throw FSError.notFound }
                     let c: ContentState
                     do { c = try acquireContent(node, writes: true) } catch { table.forget(e.ino, 1); throw error }
-                    if flags & O_TRUNC != 0 { try? c.truncate(to: 0) }
+                    do {
+                        if flags & O_TRUNC != 0 { try c.truncate(to: 0) }
+                        e.attr = try attributes(of: node)
+                    } catch {
+                        // Nothing is installed yet: give back the content and the lookup.
+                        releaseContent(node, c, writes: true)
+                        table.forget(e.ino, 1)
+                        throw error
+                    }
                     install(OpenFile(inode: node, content: c, writes: true, append: append), fi)
-                    e.attr = try attributes(of: node)
                     fuse_reply_create(req, &e, fi)
                 }
             }
