@@ -90,6 +90,26 @@ final class LockSourceTests: XCTestCase {
         XCTAssertTrue(Harness.waitUntil(5) { !MountProbe.isAlive(pid) })
     }
 
+    /// After `photovault unlock`, an untouched mount locks again once --idle has passed: the
+    /// timer that fired for the first lock is re-armed by the unlock, not only by later use.
+    func testIdleLocksAgainAfterAnUnlockWithoutUse() throws {
+        let s = Sandbox("lock-idle-again")
+        s.initStore()
+        let mp = s.mount(extra: ["--idle", "2s", "--on-lock", "stay"])
+        writeSample(mp)
+        XCTAssertTrue(Harness.waitUntil(8) { MountProbe.state(s, mp) == "locked" }, "no idle lock")
+        let unlock = s.pv(["unlock", mp, "--user", "alice", "--passfile", s.passfile])
+        XCTAssertEqual(unlock.status, 0, unlock.stderr)
+        XCTAssertEqual(MountProbe.state(s, mp), "unlocked")
+        let t0 = Date()
+        XCTAssertTrue(Harness.waitUntil(8) { MountProbe.state(s, mp) == "locked" },
+                      "still unlocked 8 s after the unlock, untouched, with --idle 2s")
+        let again = Date().timeIntervalSince(t0)
+        print(String(format: "--idle 2s: locked again %.2f s after the unlock", again))
+        XCTAssertGreaterThan(again, 1.5, "locked again before the idle time had passed")
+        s.unmount(mp)
+    }
+
     /// Desktop panels and disk monitors poll mounts (statfs, stat); that is not use and
     /// must not keep the vault unlocked past --idle.
     func testPollingStatfsAndStatDoesNotDelayTheIdleLock() throws {

@@ -8,11 +8,11 @@ final class LockUnmountTests: XCTestCase {
 
     /// Starts `cp FIFO DEST` with the FIFO fed slowly from `source`, so the copy is certainly
     /// running when the test locks. The script prints `cp=<status>` when cp ends.
-    private func startSlowCopy(_ s: Sandbox, source: String, dest: String) throws -> BackgroundProcess {
+    private func startSlowCopy(_ s: Sandbox, source: String, dest: String, pause: Double = 0.06) throws -> BackgroundProcess {
         let fifo = s.root + "/fifo-\(UUID().uuidString.prefix(4))"
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
         let script = """
-            ( for i in $(seq 0 \(Self.chunks - 1)); do dd if='\(source)' bs=1M skip=$i count=1 status=none; sleep 0.06; done ) > '\(fifo)' &
+            ( for i in $(seq 0 \(Self.chunks - 1)); do dd if='\(source)' bs=1M skip=$i count=1 status=none; sleep \(pause); done ) > '\(fifo)' &
             cp '\(fifo)' '\(dest)'
             echo "cp=$?"
             wait
@@ -60,6 +60,41 @@ final class LockUnmountTests: XCTestCase {
         XCTAssertEqual(copied.count, data.count)
         XCTAssertTrue(copied == data, "the copy finished in the grace must be identical")
         s.unmount(mp2)
+    }
+
+    /// A suspend during the grace period ends it within the sleep delay (3 s), as a suspend
+    /// that starts the lock does: the machine must not sleep with the vault mounted while a
+    /// long `complete-unless-open` copy keeps the grace going.
+    func testSuspendDuringTheGraceEndsItWithinTheSleepDelay() throws {
+        let s = Sandbox("lock-grace-sleep")
+        s.initStore()
+        let rig = try DBusRig(directory: s.root + "/bus")
+        defer { rig.stop() }
+        let (source, _) = try makeSource(s)
+        let mp = LockSourceTests.mountWatched(s, rig, name: "mnt", extra: ["--lock-grace", "60s"])
+        try FileManager.default.createDirectory(atPath: mp + "/open", withIntermediateDirectories: false)
+        XCTAssertEqual(ClassAttributeTests.setClass(mp + "/open", "complete-unless-open").status, 0)
+        let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
+
+        // About 24 s of copying: far longer than the sleep delay, far shorter than the grace.
+        let cp = try startSlowCopy(s, source: source, dest: mp + "/open/big.bin", pause: 0.5)
+        XCTAssertTrue(Harness.waitUntil(10) {
+            ((try? FileManager.default.attributesOfItem(atPath: mp + "/open/big.bin"))?[.size] as? Int ?? 0) > 1 << 20
+        }, "the copy did not start")
+        XCTAssertEqual(s.pv(["lock", mp]).status, 0)
+        XCTAssertEqual(MountProbe.state(s, mp), "grace")
+        usleep(500_000)
+        XCTAssertTrue(Harness.isMounted(mp), "the grace must keep the mount while the copy runs")
+        let t0 = Date()
+        rig.prepareForSleep(true)
+        XCTAssertTrue(Harness.waitUntil(6) { !Harness.isMounted(mp) },
+                      "still mounted 6 s after PrepareForSleep during the grace")
+        let ms = Date().timeIntervalSince(t0) * 1000
+        print(String(format: "suspend during the grace: unmounted %.0f ms after PrepareForSleep", ms))
+        XCTAssertTrue(Harness.waitUntil(10) { cp.output.contains("cp=") }, "cp hangs after the unmount")
+        XCTAssertFalse(cp.output.contains("cp=0"), "the copy cannot have finished: \(cp.output)")
+        cp.stop()   // the slow feeder behind the FIFO has nothing left to feed
+        XCTAssertTrue(Harness.waitUntil(5) { !MountProbe.isAlive(pid) })
     }
 
     func testCompleteCopyFailsAndLeavesNoCompleteLookingFile() throws {

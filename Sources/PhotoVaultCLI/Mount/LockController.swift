@@ -19,9 +19,16 @@ final class LockController: @unchecked Sendable {
     private let settings: MountSettings
     private let log: @Sendable (String) -> Void
     private var mutex = pthread_mutex_t()
+    /// Held from a lock event's state change until its keys are zeroed, and by `unlock`, so an
+    /// unlock cannot restore keys that a lock in progress then wipes.
+    private var transition = pthread_mutex_t()
     private(set) var state: State = .unlocked
+    /// Until when (monotonic ms) the grace period may last; a suspend during it shortens it.
+    private var graceDeadline = Double.infinity
     /// Called once keys are gone before sleep, to release the logind delay inhibitor.
     var releaseSleepInhibitor: (@Sendable () -> Void)?
+    /// Called after a successful `unlock` (re-arms the idle timer, which fired for the lock).
+    var onUnlocked: (@Sendable () -> Void)?
     /// Milliseconds from the lock event to keys zeroed, and to unmount requested (for tests and logs).
     private(set) var lastKeysZeroedMs: Double?
 
@@ -30,6 +37,7 @@ final class LockController: @unchecked Sendable {
         self.settings = settings
         self.log = log
         pthread_mutex_init(&mutex, nil)
+        pthread_mutex_init(&transition, nil)
     }
 
     var currentState: State {
@@ -46,30 +54,44 @@ final class LockController: @unchecked Sendable {
             return
         }
         let t0 = monotonicMs()
+        var isSleep = false
+        if case .prepareForSleep = reason { isSleep = true }
+        // Before sleep logind waits at most InhibitDelayMaxSec (5 s by default).
+        let sleepGrace = 3.0
+        pthread_mutex_lock(&transition)
         pthread_mutex_lock(&mutex)
         let previous = state
-        if previous == .unlocked { state = settings.onLock == .stay ? .locked : .grace }
+        if previous == .unlocked {
+            state = settings.onLock == .stay ? .locked : .grace
+            graceDeadline = t0 + (isSleep ? min(settings.lockGrace, sleepGrace) : settings.lockGrace) * 1000
+        } else if previous == .grace && isSleep {
+            // A suspend during the grace period: it ends within the sleep delay, and the
+            // grace thread releases the inhibitor once every key is zeroed.
+            graceDeadline = min(graceDeadline, t0 + min(settings.lockGrace, sleepGrace) * 1000)
+        }
         pthread_mutex_unlock(&mutex)
         guard previous == .unlocked else {
-            if case .prepareForSleep = reason { releaseSleepInhibitor?() }
+            pthread_mutex_unlock(&transition)
+            if isSleep && previous != .grace {
+                // Locked and staying (keys of `complete` files already zeroed), or closing,
+                // whose wipe this waits for (wipeAll returns once the keys are gone).
+                if previous == .closing { fs.wipeAll() }
+                releaseSleepInhibitor?()
+            }
             return   // already locking or locked: lock events are idempotent
         }
         if settings.onLock == .unmount { fs.refuseNewOpens() }
         fs.lock()
+        pthread_mutex_unlock(&transition)
         let zeroed = monotonicMs() - t0
         lastKeysZeroedMs = zeroed
         log(String(format: "locked (%@): complete keys zeroed in %.1f ms", reason.description, zeroed))
         if settings.onLock == .stay {
-            if case .prepareForSleep = reason { releaseSleepInhibitor?() }
+            if isSleep { releaseSleepInhibitor?() }
             return
         }
-        // Before sleep logind waits at most InhibitDelayMaxSec (5 s by default).
-        var isSleep = false
-        if case .prepareForSleep = reason { isSleep = true }
-        let grace = isSleep ? min(settings.lockGrace, 3) : settings.lockGrace
         let thread = Thread { [self] in
-            let deadline = monotonicMs() + grace * 1000
-            while fs.openWriteHandles(of: .completeUnlessOpen) > 0 && monotonicMs() < deadline {
+            while fs.openWriteHandles(of: .completeUnlessOpen) > 0 && monotonicMs() < currentGraceDeadline {
                 usleep(50_000)
             }
             setState(.closing)
@@ -81,18 +103,24 @@ final class LockController: @unchecked Sendable {
         thread.start()
     }
 
+    private var currentGraceDeadline: Double {
+        pthread_mutex_lock(&mutex); defer { pthread_mutex_unlock(&mutex) }
+        return graceDeadline
+    }
+
     /// `photovault unlock`: restores the forgotten keys from a freshly unwrapped master key.
     enum UnlockOutcome { case unlocked, notLocked, wrongKey }
 
     func unlock(masterKey: SecureBytes) -> UnlockOutcome {
-        pthread_mutex_lock(&mutex); defer { pthread_mutex_unlock(&mutex) }
-        guard state == .locked else { return .notLocked }
+        pthread_mutex_lock(&transition); defer { pthread_mutex_unlock(&transition) }
+        guard currentState == .locked else { return .notLocked }
         guard fs.unlock(masterKey: masterKey) else {
             log("refused an unlock with a key that is not this vault's")
             return .wrongKey
         }
-        state = .unlocked
+        setState(.unlocked)
         log("unlocked")
+        onUnlocked?()
         return .unlocked
     }
 

@@ -103,6 +103,7 @@ enum MountDaemon {
         if let t = settings.idle {
             let timer = IdleTimer(timeout: t) { handler(.idle) }
             fs.onActivity = { timer.touch() }
+            controller.onUnlocked = { timer.touch() }
             timer.start()
             idle = timer
         }
