@@ -17,6 +17,9 @@ extension VaultFileSystem {
     /// The shared content of `node`, opened on first use. Every acquire is paired with
     /// `releaseContent`. Enforces the lock rules for re-opening.
     func acquireContent(_ node: Inode, writes: Bool) throws -> ContentState {
+        // During a lock's grace period nothing new reaches a file's content: not an open, and
+        // not a truncate by path or a class change, which acquire it without one.
+        if opensRefused { throw FSError.locked }
         // No path is built here (it cost about 5 us per open): errors are logged by `fail`
         // with the path the file has when the error happens.
         return try node.stateLock.withLock {

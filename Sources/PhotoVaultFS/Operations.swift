@@ -356,6 +356,7 @@ extension VaultFileSystem {
     func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?, _ mode: mode_t, _ rdev: dev_t) {
         let name = Self.bytes(cname)
         do {
+            if mode & S_IFMT == S_IFREG && opensRefused { throw FSError.locked }   // as create, in the grace
             let p = try table.require(parent)
             var e = try makingName(name, in: p) { b -> fuse_entry_param in
                 if mode & S_IFMT == S_IFREG {

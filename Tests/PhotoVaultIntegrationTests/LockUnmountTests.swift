@@ -36,6 +36,8 @@ final class LockUnmountTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: mp + "/open", withIntermediateDirectories: false)
         XCTAssertEqual(ClassAttributeTests.setClass(mp + "/open", "complete-unless-open").status, 0)
         try Data("old".utf8).write(to: URL(fileURLWithPath: mp + "/open/old.jpg"))
+        try Data("none".utf8).write(to: URL(fileURLWithPath: mp + "/n.jpg"))
+        XCTAssertEqual(ClassAttributeTests.setClass(mp + "/n.jpg", "none").status, 0)
         let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
 
         let cp = try startSlowCopy(s, source: source, dest: mp + "/open/big.bin")
@@ -46,9 +48,28 @@ final class LockUnmountTests: XCTestCase {
         XCTAssertEqual(lock.status, 0, lock.stderr)
         XCTAssertTrue(cp.isRunning, "the copy must still be running when the lock comes")
         // During the grace no new open succeeds, even of a complete-unless-open file.
+        // Nor does anything else that reaches a file's content without an open: a file made
+        // by mknod, a truncate by path, a class change.
         if Harness.isMounted(mp) {
             let r = Harness.run(["/bin/cat", mp + "/open/old.jpg"], timeout: 10)
             XCTAssertNotEqual(r.status, 0, "a new open succeeded during the grace")
+            let probes: [(String, [String])] = [
+                ("mknod", ["/usr/bin/python3", "-c", "import os, stat, sys; os.mknod(sys.argv[1], 0o600 | stat.S_IFREG)",
+                           mp + "/open/made.jpg"]),
+                ("truncate", ["/usr/bin/truncate", "-s", "0", mp + "/open/old.jpg"]),
+                ("class change", ["/usr/bin/setfattr", "-n", "user.photovault.class", "-v", "none", mp + "/open/old.jpg"]),
+                // A `none` file keeps its key through the lock: only the grace rule stops these.
+                // (truncate(1) opens the file; truncate(2) by path does not.)
+                ("truncate by path of a none file", ["/usr/bin/python3", "-c", "import os, sys; os.truncate(sys.argv[1], 0)",
+                                                     mp + "/n.jpg"]),
+                ("class change of a none file", ["/usr/bin/setfattr", "-n", "user.photovault.class", "-v", "until-first-auth",
+                                                 mp + "/n.jpg"]),
+            ]
+            for (label, argv) in probes {
+                let p = Harness.run(argv, timeout: 10)
+                XCTAssertNotEqual(p.status, 0, "\(label) succeeded during the grace")
+            }
+            XCTAssertTrue(cp.isRunning, "the probes must run inside the grace")
         }
         XCTAssertEqual(cp.wait(30), 0, cp.output)
         XCTAssertTrue(cp.output.contains("cp=0"), "cp failed during the grace: \(cp.output)")
@@ -59,6 +80,11 @@ final class LockUnmountTests: XCTestCase {
         let copied = try Data(contentsOf: URL(fileURLWithPath: mp2 + "/open/big.bin"))
         XCTAssertEqual(copied.count, data.count)
         XCTAssertTrue(copied == data, "the copy finished in the grace must be identical")
+        XCTAssertEqual(try? String(contentsOfFile: mp2 + "/open/old.jpg", encoding: .utf8), "old")
+        XCTAssertEqual(ClassAttributeTests.getClass(mp2 + "/open/old.jpg"), "complete-unless-open")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp2 + "/open/made.jpg"))
+        XCTAssertEqual(try? String(contentsOfFile: mp2 + "/n.jpg", encoding: .utf8), "none")
+        XCTAssertEqual(ClassAttributeTests.getClass(mp2 + "/n.jpg"), "none")
         s.unmount(mp2)
     }
 
