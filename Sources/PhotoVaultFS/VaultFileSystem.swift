@@ -188,16 +188,15 @@ public final class VaultFileSystem: @unchecked Sendable {
         // before the class key goes and register its file after the snapshot below, leaving
         // a `complete` file readable while locked. Requests in flight finish first; new ones
         // wait until the keys are gone.
-        let complete: [UInt64] = gate.withWriteLock {
+        gate.withWriteLock {
             backend.lock()
-            let files = table.openFiles().filter { $0.content.protectionClass == .complete }
-            for f in files { f.content.wipeKey() }
-            return files.map(\.id)
+            for f in table.openFiles() where f.content.protectionClass == .complete { f.content.wipeKey() }
         }
         // A READ served between that first pass and the wipe put plaintext back into the
-        // cache, where open handles would find it. Reads of these files fail from now on, so
-        // one more pass leaves nothing (it waits for replies still on their way).
-        dropKernelCache(complete)
+        // cache: through a handle still open, or one opened, read and closed in between. Reads
+        // and opens of `complete` files fail from now on, so one more pass over every file
+        // leaves nothing (it waits for replies still on their way).
+        dropKernelCache()
         log("vault locked")
     }
 
