@@ -71,6 +71,10 @@ public struct StoreConfig: Equatable, Sendable {
         guard floor.isAtLeast(.floor), nameKDF.opsLimit >= 1, nameKDF.memLimit >= 8 * 1024 * 1024 else {
             throw StoreError.weakKDFParameters
         }
+        for (field, p) in [("kdfFloor", floor), ("accountNameKDF", nameKDF)] where !AccountRecord.isWithinCeilings(p) {
+            throw StoreError.corruptStore("\(fileName): \(field) is above the accepted maximum "
+                                          + "(ops \(AccountRecord.maximumOpsLimit), mem \(AccountRecord.maximumMemLimit >> 30) GiB)")
+        }
         guard cipher.isAvailable else { throw StoreError.corruptStore("\(cipher.name) is not available on this CPU") }
         var c = StoreConfig(cipher: cipher, chunkSize: chunk)
         c.version = w.version

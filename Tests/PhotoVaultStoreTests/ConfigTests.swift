@@ -96,6 +96,35 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(try layout.loadConfig().kdfFloor, Argon2Parameters(opsLimit: 4, memLimit: 512 * 1024 * 1024))
     }
 
+    /// Costs above the records' ceilings (ops 64, 4 GiB) are a corrupt store naming the field:
+    /// a huge memLimit trapped in the KDF, a huge opsLimit hung it, and a kdfFloor above the
+    /// ceiling made every record fail.
+    func testKDFAboveCeiling() throws {
+        let (layout, _) = try newStore()
+        let cases: [(String, [String: UInt64])] = [
+            ("accountNameKDF", ["opsLimit": 2, "memLimit": 9223372036854775808]),
+            ("accountNameKDF", ["opsLimit": 4294967295, "memLimit": 32 * 1024 * 1024]),
+            ("accountNameKDF", ["opsLimit": 65, "memLimit": 32 * 1024 * 1024]),
+            ("kdfFloor", ["opsLimit": 2, "memLimit": 9223372036854775808]),
+            ("kdfFloor", ["opsLimit": 4294967295, "memLimit": 64 * 1024 * 1024]),
+            ("kdfFloor", ["opsLimit": 65, "memLimit": 64 * 1024 * 1024]),
+            ("kdfFloor", ["opsLimit": 2, "memLimit": (4 << 30) + 1]),
+        ]
+        for (key, value) in cases {
+            let content = try edited(layout) { $0[key] = value }
+            XCTAssertTrue(String(decoding: content, as: UTF8.self).contains("\(value.values.max()!)"), "\(key) \(value)")
+            expectLoadFails(layout, content: content, { if case .corruptStore(let d) = $0 { return d.contains(key) }; return false },
+                            "\(key) \(value)")
+        }
+        // The ceilings themselves are accepted.
+        let atCeiling: [String: UInt64] = ["opsLimit": 64, "memLimit": 4 << 30]
+        let content = try edited(layout) { $0["kdfFloor"] = atCeiling; $0["accountNameKDF"] = atCeiling }
+        Fixture.writeFile(layout.configPath, content)
+        let config = try layout.loadConfig()
+        XCTAssertEqual(config.kdfFloor, Argon2Parameters(opsLimit: 64, memLimit: 4 << 30))
+        XCTAssertEqual(config.accountNameKDF, Argon2Parameters(opsLimit: 64, memLimit: 4 << 30))
+    }
+
     func testOtherCorruption() throws {
         let (layout, _) = try newStore()
         let isCorrupt: (StoreError) -> Bool = { if case .corruptStore = $0 { return true }; return false }

@@ -16,9 +16,13 @@ public struct AccountRecord: Equatable, Sendable {
     /// Records are a few hundred bytes; anything much larger is not a record.
     public static let maximumFileSize = 64 * 1024
     /// Ceilings on the stored Argon2id cost: an edited record must not be able to make an
-    /// unlock run for hours or allocate all memory.
+    /// unlock run for hours or allocate all memory. The store config's costs share them.
     public static let maximumOpsLimit: UInt64 = 64
     public static let maximumMemLimit: UInt64 = 4 << 30
+
+    static func isWithinCeilings(_ p: Argon2Parameters) -> Bool {
+        p.opsLimit <= maximumOpsLimit && p.memLimit <= maximumMemLimit
+    }
 
     public var version: Int
     public var kdf: Argon2Parameters
@@ -89,7 +93,7 @@ public struct AccountRecord: Equatable, Sendable {
     /// would try, to make the next password typed here cheap to brute-force.
     static func checkCost(_ p: Argon2Parameters, floor: Argon2Parameters) throws {
         guard p.isAtLeast(floor), p.isAtLeast(.floor) else { throw StoreError.weakKDFParameters }
-        guard p.opsLimit <= maximumOpsLimit, p.memLimit <= maximumMemLimit else {
+        guard isWithinCeilings(p) else {
             throw StoreError.corruptRecord("Argon2id cost above the accepted maximum (ops \(p.opsLimit), mem \(p.memLimit))")
         }
     }
