@@ -5,6 +5,10 @@ import PhotoVaultCrypto
 /// Every chunk but the last holds exactly `chunkSize` plaintext bytes.
 public struct ChunkLayout: Sendable, Equatable {
     public static let headerSize = FileHeader.size
+    /// Largest plaintext size, 2^62 bytes (4 EiB): its ciphertext (at most 1 + 40/4096 times
+    /// larger, plus the header) still fits an off_t with room to spare. A truncate or write
+    /// beyond it fails with EFBIG.
+    public static let maximumPlaintextSize: UInt64 = 1 << 62
     public let cipher: ContentCipher
     public let chunkSize: Int
 

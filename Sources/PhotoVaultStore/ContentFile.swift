@@ -197,6 +197,9 @@ public final class ContentFile: @unchecked Sendable {
     /// Writes `count` bytes at `offset`. Writing past the end fills the gap with sealed zeros.
     public func write(from data: UnsafeRawPointer, count: Int, offset: UInt64) throws -> Int {
         if count == 0 { return 0 }
+        guard offset <= ChunkLayout.maximumPlaintextSize, UInt64(count) <= ChunkLayout.maximumPlaintextSize - offset else {
+            throw tooLarge()
+        }
         lockWrite(); defer { unlock() }
         if header == nil && !keyForgotten { try writeNewHeader(classForNewHeader) }
         try writeLocked(data: data, count: count, offset: offset)
@@ -205,6 +208,7 @@ public final class ContentFile: @unchecked Sendable {
 
     /// Truncates or extends to `newSize` plaintext bytes.
     public func truncate(to newSize: UInt64) throws {
+        guard newSize <= ChunkLayout.maximumPlaintextSize else { throw tooLarge() }
         lockWrite(); defer { unlock() }
         if header == nil && !keyForgotten {
             if newSize == 0 { return }
@@ -244,6 +248,11 @@ public final class ContentFile: @unchecked Sendable {
         }
         try FileIO.writeAll(fd, sealed, Int(rem) + layout.overhead, offset: Int64(layout.sealedOffset(ofChunk: idx)))
         guard ftruncate(fd, Int(layout.ciphertextSize(plaintextSize: newSize))) == 0 else { throw StoreError.posix("ftruncate") }
+    }
+
+    /// EFBIG, before anything is written: the ciphertext of a larger file would not fit an off_t.
+    private func tooLarge() -> StoreError {
+        .io(errno: EFBIG, context: "\(displayPath): larger than \(ChunkLayout.maximumPlaintextSize) bytes, the largest file size")
     }
 
     /// Maximum chunks sealed per pwrite when filling large holes (bounds memory use).

@@ -155,6 +155,28 @@ final class MountFileSemanticsTests: XCTestCase {
         sb.assertNoPlaintext(["TRUNC-TAIL", "TRUNC-HEAD", "AAAAAAAAAAAAAAAA"])
     }
 
+    /// A truncate or write past the largest file size (2^62 bytes) fails with "File too large";
+    /// the daemon stays up and the file keeps its byte (a 1-byte file truncated to 9.2e18
+    /// bytes, or written at that offset, killed the daemon).
+    func testTruncateAndWriteBeyondTheMaximumSizeAreFileTooLarge() {
+        let sb = Sandbox("pv-efbig")
+        sb.initStore()
+        let mp = sb.mount()
+        let f = Sandbox.quote(mp + "/one.bin")
+        sb.ok("printf 'Z' > \(f)")
+        let huge = "9200000000000000000"
+        for cmd in ["truncate -s \(huge) \(f)", "printf 'Y' | dd of=\(f) bs=1 seek=\(huge) conv=notrunc status=none"] {
+            let r = sb.run(cmd)
+            XCTAssertNotEqual(r.status, 0, cmd)
+            XCTAssertTrue(r.stderr.contains("File too large"), "\(cmd): \(r.stderr)")
+            XCTAssertTrue(Harness.isMounted(mp), "\(cmd): the mount is gone")
+            XCTAssertEqual(sb.run("stat -c %s \(f) && cat \(f)").stdout, "1\nZ", "\(cmd): the file changed or the daemon died")
+            sb.remount(mp)
+            XCTAssertEqual(sb.run("stat -c %s \(f) && cat \(f)").stdout, "1\nZ", "\(cmd): the file changed")
+        }
+        sb.unmount(mp)
+    }
+
     /// Two shells append distinct lines with `>>` at the same time: every line arrives, whole.
     func testConcurrentAppendsFromTwoProcesses() {
         let sb = Sandbox("pv-append")

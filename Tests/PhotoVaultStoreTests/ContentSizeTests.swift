@@ -39,6 +39,43 @@ final class ContentSizeTests: XCTestCase {
         XCTAssertEqual(try layout.plaintextSize(ciphertextSize: 128), 0)
     }
 
+    /// A truncate or write past `maximumPlaintextSize` fails with EFBIG and changes nothing (a
+    /// 1-byte file truncated to 9.2e18 bytes trapped converting its ciphertext growth to Int64).
+    func testBeyondTheMaximumSizeIsEFBIGAndChangesNothing() throws {
+        let max = ChunkLayout.maximumPlaintextSize
+        for cipher in ContentCipher.allCases where cipher.isAvailable {
+            // Every ciphertext of an allowed size fits an off_t, at the smallest chunk size.
+            let layout = ChunkLayout(cipher: cipher, chunkSize: 4096)
+            XCTAssertLessThan(layout.ciphertextSize(plaintextSize: max), UInt64(Int64.max))
+            let keyring = Fixture.randomKeyring()
+            let dir = Fixture.tempDir(self)
+            for (name, content) in [("one", [UInt8(0x41)]), ("chunk", [UInt8](repeating: 0x42, count: 4096)), ("empty", [])] {
+                let path = "\(dir)/\(name)"
+                Fixture.writeFile(path, [])
+                let f = try Fixture.openContent(at: path, layout: layout, keyring: keyring)
+                defer { f.close() }
+                if !content.isEmpty { try f.writeBytes(content, at: 0) }
+                let before = Fixture.readFile(path)
+                let requests: [(String, () throws -> Void)] = [
+                    ("truncate 9200000000000000000", { try f.truncate(to: 9_200_000_000_000_000_000) }),
+                    ("truncate max + 1", { try f.truncate(to: max + 1) }),
+                    ("truncate UInt64.max", { try f.truncate(to: UInt64.max) }),
+                    ("write at 9200000000000000000", { try f.writeBytes([1], at: 9_200_000_000_000_000_000) }),
+                    ("write at Int64.max - 1", { try f.writeBytes([1], at: UInt64(Int64.max) - 1) }),
+                    ("write across max", { try f.writeBytes([1, 2], at: max - 1) }),
+                    ("write at max", { try f.writeBytes([1], at: max) }),
+                ]
+                for (label, request) in requests {
+                    XCTAssertThrowsError(try request(), "\(cipher) \(name): \(label)") {
+                        XCTAssertEqual(($0 as? StoreError)?.errno, EFBIG, "\(cipher) \(name): \(label): \($0)")
+                    }
+                    XCTAssertEqual(Fixture.readFile(path), before, "\(cipher) \(name): \(label) changed the file")
+                }
+                XCTAssertEqual(try f.readAll(), content)
+            }
+        }
+    }
+
     func testImpossibleSizesAreIntegrityErrors() {
         for cipher in ContentCipher.allCases {
             let layout = ChunkLayout(cipher: cipher, chunkSize: 4096)
