@@ -52,7 +52,8 @@ protocol TreeBackend: AnyObject, Sendable {
     func plaintextSize(backingSize: Int64) -> Int64
     /// Opens the content of an existing file (`fd` is open O_RDWR or O_RDONLY). Its errors
     /// name no path: the adapter's log line names the file's path at the time of the error.
-    func openContent(fd: Int32) throws -> FileContent
+    /// `cls`: the class of a header written on the first write (its directory's default).
+    func openContent(fd: Int32, classForNewHeader cls: ProtectionClass?) throws -> FileContent
     /// Initialises a new, empty file's content (writes its header) with class `cls`.
     func createContent(fd: Int32, protectionClass cls: ProtectionClass?) throws -> FileContent
     /// The class new files in a directory get (stored with the directory).

@@ -103,8 +103,8 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         Int64(tree.layout.reportedSize(ciphertextSize: UInt64(max(0, backingSize))))
     }
 
-    func openContent(fd: Int32) throws -> FileContent {
-        EncryptedContent(try ContentFile(fd: fd, layout: tree.layout, keyring: keyring))
+    func openContent(fd: Int32, classForNewHeader cls: ProtectionClass?) throws -> FileContent {
+        EncryptedContent(try ContentFile(fd: fd, layout: tree.layout, keyring: keyring, classForNewHeader: cls ?? .default))
     }
 
     func createContent(fd: Int32, protectionClass cls: ProtectionClass?) throws -> FileContent {

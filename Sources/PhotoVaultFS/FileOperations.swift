@@ -39,9 +39,12 @@ extension VaultFileSystem {
                 writable = false
             }
             guard fd >= 0 else { throw FSError.last() }
+            // A file without a header yet gets one with its directory's default class on its
+            // first write, as a new file does (FORMAT.md section 4).
+            let cls = table.parent(of: node).flatMap { try? naming(of: $0) }.flatMap { backend.defaultClass(in: $0) }
             let file: FileContent
             do {
-                file = try backend.openContent(fd: fd)
+                file = try backend.openContent(fd: fd, classForNewHeader: cls)
             } catch {
                 close(fd)
                 throw error

@@ -14,7 +14,7 @@ final class Inode: @unchecked Sendable {
 
     // Guarded by the table's mutex.
     var lookups: UInt64 = 0
-    /// Best-effort plaintext location, for log lines only.
+    /// Best-effort plaintext location, for log lines and the class of a header-less file.
     var parentID: UInt64 = 0
     var name: [UInt8] = []
 
@@ -89,6 +89,12 @@ final class InodeTable: @unchecked Sendable {
             n.parentID = parent
             n.name = name
         }
+    }
+
+    /// The directory `node` was last looked up, created or renamed in (a hard-linked file
+    /// may have others); nil if the kernel forgot it.
+    func parent(of node: Inode) -> Inode? {
+        mutex.withLock { nodes[node.parentID] }
     }
 
     /// One more reference to a node already in the table (link, readdirplus of a known node).

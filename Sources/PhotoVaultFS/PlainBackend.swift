@@ -23,7 +23,7 @@ final class PlainBackend: TreeBackend, @unchecked Sendable {
 
     func plaintextSize(backingSize: Int64) -> Int64 { backingSize }
 
-    func openContent(fd: Int32) throws -> FileContent { PlainContent(fd: fd) }
+    func openContent(fd: Int32, classForNewHeader cls: ProtectionClass?) throws -> FileContent { PlainContent(fd: fd) }
     func createContent(fd: Int32, protectionClass cls: ProtectionClass?) throws -> FileContent {
         PlainContent(fd: fd)
     }

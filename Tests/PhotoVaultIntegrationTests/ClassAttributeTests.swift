@@ -82,6 +82,31 @@ final class ClassAttributeTests: XCTestCase {
         s.unmount(mp2)
     }
 
+    /// A 0-byte ciphertext file (a crash between create and header write, or an offline
+    /// tool) gets its directory's default class on its first write, as a new file does; it
+    /// got `complete` whatever the directory said.
+    func testHeaderlessFileGetsTheDirectoryDefaultOnFirstWrite() throws {
+        let s = Sandbox("class-headerless")
+        s.initStore()
+        var mp = s.mount()
+        let size = 50_000
+        try FileManager.default.createDirectory(atPath: mp + "/d", withIntermediateDirectories: false)
+        XCTAssertEqual(Self.setClass(mp + "/d", "none").status, 0)
+        try Data(AccountFixtures.randomBytes(size)).write(to: URL(fileURLWithPath: mp + "/d/x"))
+        XCTAssertEqual(Self.getClass(mp + "/d/x"), "none")
+        s.unmount(mp)
+        let path = try XCTUnwrap(Self.cipherFile(s.store, plaintextSize: size), "ciphertext of d/x not found")
+        XCTAssertEqual(truncate(path, 0), 0)
+
+        mp = s.mount(at: "again")
+        XCTAssertEqual(s.ok("stat -c %s \(mp)/d/x"), "0\n")
+        s.ok("echo hi > \(mp)/d/x")
+        XCTAssertEqual(Self.getClass(mp + "/d/x"), "none")
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))[6], 4, "none is class 4 in the header")
+        XCTAssertEqual(try String(contentsOfFile: mp + "/d/x", encoding: .utf8), "hi\n")
+        s.unmount(mp)
+    }
+
     /// Changing a class rewrites the 128-byte header only: the chunks after it are unchanged,
     /// byte for byte, and byte 6 of the header is the class number (FORMAT.md section 4).
     func testClassChangeRewritesOnlyTheHeader() throws {
