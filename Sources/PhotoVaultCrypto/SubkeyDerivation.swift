@@ -25,6 +25,20 @@ public enum SubkeyDerivation {
 /// Keyed BLAKE2b (`crypto_generichash`).
 public enum KeyedHash {
     public static func hash(key: UnsafeRawBufferPointer?, parts: [UnsafeRawBufferPointer], outputLength: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: outputLength)
+        out.withUnsafeMutableBytes { hash(key: key, parts: parts, into: $0) }
+        return out
+    }
+
+    /// A hash that is itself a key (a KEK): computed straight into locked memory, never
+    /// through an ordinary array.
+    public static func secret(key: SecureBytes, parts: [UnsafeRawBufferPointer], outputLength: Int = 32) -> SecureBytes {
+        let out = SecureBytes(count: outputLength)
+        out.withUnsafeMutableBytes { o in key.withUnsafeBytes { k in hash(key: k, parts: parts, into: o) } }
+        return out
+    }
+
+    private static func hash(key: UnsafeRawBufferPointer?, parts: [UnsafeRawBufferPointer], into out: UnsafeMutableRawBufferPointer) {
         Sodium.ensureInitialised()
         // crypto_generichash_state is 64-byte aligned and opaque to Swift: allocate it raw.
         let stateSize = crypto_generichash_statebytes()
@@ -32,13 +46,11 @@ public enum KeyedHash {
         defer { sodium_memzero(raw, stateSize); raw.deallocate() }
         let state = OpaquePointer(raw)
         let k = key.map { $0.baseAddress!.assumingMemoryBound(to: UInt8.self) }
-        _ = crypto_generichash_init(state, k, key?.count ?? 0, outputLength)
+        _ = crypto_generichash_init(state, k, key?.count ?? 0, out.count)
         for p in parts where p.count > 0 {
             _ = crypto_generichash_update(state, p.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(p.count))
         }
-        var out = [UInt8](repeating: 0, count: outputLength)
-        out.withUnsafeMutableBytes { _ = crypto_generichash_final(state, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), outputLength) }
-        return out
+        _ = crypto_generichash_final(state, out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count)
     }
 
     public static func hash(_ data: [UInt8], outputLength: Int = 32) -> [UInt8] {

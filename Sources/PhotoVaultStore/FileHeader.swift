@@ -43,11 +43,13 @@ public struct FileHeader: Sendable, Equatable {
         var slot: [UInt8]
         switch protectionClass {
         case .completeUnlessOpen:
-            var msg = [UInt8](repeating: 0, count: 32 + FileHeader.prefixSize)
-            fileKey.withUnsafeBytes { k in msg.withUnsafeMutableBytes { $0.copyMemory(from: k) } }
-            msg.replaceSubrange(32..., with: p)
+            let msg = SecureBytes(count: 32 + FileHeader.prefixSize)
+            msg.withUnsafeMutableBytes { m in
+                fileKey.withUnsafeBytes { m.copyMemory(from: $0) }
+                p.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: m[32...]).copyMemory(from: $0) }
+            }
             slot = msg.withUnsafeBytes { SealedBox.seal($0, to: keyring.classBPublicKey) }
-            secureZero(&msg)
+            msg.wipe()
         default:
             slot = try keyring.withClassKey(protectionClass) { SecretBox.wrap(fileKey, under: $0, ad: p) }
         }

@@ -9,6 +9,19 @@ final class CredentialRecoveryTests: CredentialTestCase {
 
     func fixedKey() -> RecoveryKey { RecoveryKey(bytes: SecureBytes(copying: (0..<32).map { UInt8($0 * 7 + 3) })) }
 
+    /// The two key-encryption keys that are plain BLAKE2b (CREDENTIALS.md): the expected
+    /// values were computed independently, with Python's hashlib.blake2b.
+    func testRecoveryAndDeviceKEKsMatchIndependentBLAKE2b() {
+        let rk = RecoveryKey(bytes: SecureBytes(copying: Array(0..<32)))
+        XCTAssertEqual(rk.keyEncryptionKey().withUnsafeBytes { Self.hex($0) },
+                       "2fa084d1eaffebbff1652b685857eb4f2ff4c59ed1de13f63607c8ad6dfd1092")
+        let bound = DeviceSecret.bind(SecureBytes(copying: Array(200..<232)), to: SecureBytes(copying: Array(100..<132)))
+        XCTAssertEqual(bound.withUnsafeBytes { Self.hex($0) },
+                       "b54f23fad656b3f16e502c07bac960925dcab6ebffd978c29ff50782715acdc7")
+    }
+
+    static func hex(_ b: UnsafeRawBufferPointer) -> String { b.map { String(format: "%02x", $0) }.joined() }
+
     func testFormatIsFourteenGroupsOfFourBase32() throws {
         let text = RecoveryKey().formatted
         let groups = text.split(separator: "-", omittingEmptySubsequences: false)

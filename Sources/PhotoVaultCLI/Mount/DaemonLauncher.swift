@@ -46,11 +46,13 @@ enum DaemonLauncher {
             throw StoreError.io(errno: rc, context: "start the mount daemon")
         }
         // Hand over the keys, then forget our copy.
-        var payload = [UInt8](repeating: 0, count: 48)
-        masterKey.withUnsafeBytes { k in payload.withUnsafeMutableBytes { $0.copyMemory(from: k) } }
-        payload.replaceSubrange(32..<48, with: treeID)
+        let payload = SecureBytes(count: 48)
+        payload.withUnsafeMutableBytes { p in
+            masterKey.withUnsafeBytes { p.copyMemory(from: $0) }
+            treeID.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: p[32..<48]).copyMemory(from: $0) }
+        }
         _ = payload.withUnsafeBytes { write(keys[1], $0.baseAddress!, 48) }
-        secureZero(&payload)
+        payload.wipe()
         close(keys[1])
         // Wait for the verdict.
         var reply = [UInt8]()

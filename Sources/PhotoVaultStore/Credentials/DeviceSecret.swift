@@ -33,10 +33,7 @@ public enum DeviceSecret {
     /// KEK' = BLAKE2b-256(key = device secret, "PVdevice" || KEK).
     static func bind(_ kek: SecureBytes, to secret: SecureBytes) -> SecureBytes {
         let label = Array("PVdevice".utf8)
-        var out = secret.withUnsafeBytes { k in
-            label.withUnsafeBytes { l in kek.withUnsafeBytes { KeyedHash.hash(key: k, parts: [l, $0], outputLength: 32) } }
-        }
-        return SecureBytes(consuming: &out)
+        return label.withUnsafeBytes { l in kek.withUnsafeBytes { KeyedHash.secret(key: secret, parts: [l, $0]) } }
     }
 
     /// Loads the secret at `path`; nil if the file does not exist.

@@ -112,8 +112,7 @@ public final class RecoveryKey: @unchecked Sendable {
     /// has 256 bits of entropy, so no password hashing is needed.
     func keyEncryptionKey() -> SecureBytes {
         let label = Array("PhotoVault recovery KEK".utf8)
-        var out = bytes.withUnsafeBytes { k in label.withUnsafeBytes { KeyedHash.hash(key: k, parts: [$0], outputLength: 32) } }
-        return SecureBytes(consuming: &out)
+        return label.withUnsafeBytes { KeyedHash.secret(key: bytes, parts: [$0]) }
     }
 
     static func checksum(_ key: SecureBytes) -> [UInt8] {
@@ -124,7 +123,9 @@ public final class RecoveryKey: @unchecked Sendable {
     }
 
     static func base32(_ raw: UnsafeRawBufferPointer) -> [UInt8] {
+        // Room for the checksum too: an array that grows frees its old buffer unzeroed.
         var out = [UInt8]()
+        out.reserveCapacity((raw.count * 8 + 4) / 5 + checksumCharacters)
         var acc: UInt32 = 0
         var bits = 0
         for b in raw {
