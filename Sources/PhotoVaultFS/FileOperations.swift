@@ -121,13 +121,18 @@ extension VaultFileSystem {
             let node = try table.require(ino)
             guard node.isRegular else { throw node.isDirectory ? FSError.isDirectory : FSError.posix(ENXIO) }
             let flags = fi.pointee.flags
-            let writes = flags & O_ACCMODE != O_RDONLY
+            // O_TRUNC truncates even with O_RDONLY, as on Linux (the kernel has checked write
+            // permission; with atomic O_TRUNC it leaves the truncation to this open).
+            let truncates = flags & O_TRUNC != 0
+            let writes = flags & O_ACCMODE != O_RDONLY || truncates
             let c = try acquireContent(node, writes: writes)
-            if writes && flags & O_TRUNC != 0 {
+            if truncates {
                 do { try c.truncate(to: 0) } catch { releaseContent(node, c, writes: writes); throw error }
             }
-            let append = flags & O_APPEND != 0 && !options.writebackCache
-            install(OpenFile(inode: node, content: c, writes: writes, append: append), fi)
+            // O_APPEND needs nothing here: the kernel sets every such write's offset to the
+            // end of file itself, and WRITEs that carry dirty mmap pages must land where
+            // their offset says, whichever handle the kernel sends them through.
+            install(OpenFile(inode: node, content: c, writes: writes), fi)
             fuse_reply_open(req, fi)
         } catch {
             fail(req, error, "open \(table.path(of: ino))")
@@ -142,11 +147,10 @@ extension VaultFileSystem {
             if opensRefused { throw FSError.locked }
             let p = try table.require(parent)
             let flags = fi.pointee.flags
-            let append = flags & O_APPEND != 0 && !options.writebackCache
             try makingName(name, in: p) { b in
                 do {
                     let (node, st, c) = try createFile(p, b, plain: name, mode: mode)
-                    install(OpenFile(inode: node, content: c, writes: true, append: append), fi)
+                    install(OpenFile(inode: node, content: c, writes: true), fi)
                     var e = entry(node, st)
                     fuse_reply_create(req, &e, fi)
                 } catch FSError.posix(EEXIST) where flags & O_EXCL == 0 {
@@ -164,7 +168,7 @@ extension VaultFileSystem {
                         table.forget(e.ino, 1)
                         throw error
                     }
-                    install(OpenFile(inode: node, content: c, writes: true, append: append), fi)
+                    install(OpenFile(inode: node, content: c, writes: true), fi)
                     fuse_reply_create(req, &e, fi)
                 }
             }
@@ -189,7 +193,7 @@ extension VaultFileSystem {
                _ fi: UnsafeMutablePointer<fuse_file_info>?) {
         guard let h = handle(fi), let data else { fuse_reply_err(req, EBADF); return }
         do {
-            let n = try h.content.write(from: UnsafeRawPointer(data), count: size, offset: Int64(off), append: h.append)
+            let n = try h.content.write(from: UnsafeRawPointer(data), count: size, offset: Int64(off))
             fuse_reply_write(req, n)
         } catch {
             fail(req, error, "write \(table.path(of: ino)) at \(off)")

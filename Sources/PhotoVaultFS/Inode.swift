@@ -203,12 +203,10 @@ final class ContentState: @unchecked Sendable {
         }
     }
 
-    /// `append`: O_APPEND without writeback cache, where the kernel leaves it to us.
-    func write(from buf: UnsafeRawPointer, count: Int, offset: Int64, append: Bool = false) throws -> Int {
+    func write(from buf: UnsafeRawPointer, count: Int, offset: Int64) throws -> Int {
         try rw.withWriteLock {
             if keyWiped { throw FSError.locked }
-            let at = append ? try file.size() : offset
-            return try file.write(from: buf, count: count, offset: at)
+            return try file.write(from: buf, count: count, offset: offset)
         }
     }
 
@@ -249,12 +247,10 @@ final class OpenFile {
     let inode: Inode
     let content: ContentState
     let writes: Bool
-    let append: Bool
-    init(inode: Inode, content: ContentState, writes: Bool, append: Bool) {
+    init(inode: Inode, content: ContentState, writes: Bool) {
         self.inode = inode
         self.content = content
         self.writes = writes
-        self.append = append
     }
 }
 

@@ -1,6 +1,7 @@
 import Glibc
 import CFuse
 import PhotoVaultCrypto
+import PhotoVaultStore
 
 /// Name and attribute operations. Each takes the request and replies exactly once.
 extension VaultFileSystem {
@@ -374,8 +375,6 @@ extension VaultFileSystem {
     }
 }
 
-// Linux values that Glibc does not import as Swift constants.
-let UTIME_NOW_VALUE: Int = (1 << 30) - 1
-let UTIME_OMIT_VALUE: Int = (1 << 30) - 2
+// Linux values that Glibc does not import as Swift constants (UTIME_*: PhotoVaultStore).
 let RENAME_NOREPLACE_VALUE: Int32 = 1
 let RENAME_EXCHANGE_VALUE: Int32 = 2

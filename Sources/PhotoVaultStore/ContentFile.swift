@@ -211,11 +211,11 @@ public final class ContentFile: @unchecked Sendable {
         guard newSize <= ChunkLayout.maximumPlaintextSize else { throw tooLarge() }
         lockWrite(); defer { unlock() }
         if header == nil && !keyForgotten {
-            if newSize == 0 { return }
+            if newSize == 0 { return try touchModified() }
             try writeNewHeader(classForNewHeader)
         }
         let size = try plaintextSizeLocked()
-        if newSize == size { return }
+        if newSize == size { return try touchModified() }
         if newSize > size {
             try writeLocked(data: nil, count: 0, offset: newSize)
             return
@@ -248,6 +248,13 @@ public final class ContentFile: @unchecked Sendable {
         }
         try FileIO.writeAll(fd, sealed, Int(rem) + layout.overhead, offset: Int64(layout.sealedOffset(ofChunk: idx)))
         guard ftruncate(fd, Int(layout.ciphertextSize(plaintextSize: newSize))) == 0 else { throw StoreError.posix("ftruncate") }
+    }
+
+    /// A truncate that keeps the size still marks the file modified, as on Linux (`: > f` on an
+    /// empty file is how make rules touch their stamps).
+    private func touchModified() throws {
+        let times = [timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT_VALUE)), timespec(tv_sec: 0, tv_nsec: Int(UTIME_NOW_VALUE))]
+        guard futimens(fd, times) == 0 else { throw StoreError.posix("futimens") }
     }
 
     /// EFBIG, before anything is written: the ciphertext of a larger file would not fit an off_t.

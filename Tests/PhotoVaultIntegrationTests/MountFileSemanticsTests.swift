@@ -253,6 +253,59 @@ final class MountFileSemanticsTests: XCTestCase {
         sb.assertNoPlaintext(["HELD-OLD", "HELD-NEW", "HELD-MV", "photo.jpg", "kept.jpg"])
     }
 
+    /// Three things ext4 does that the mount once did not: pages of a mapping made through an
+    /// O_APPEND descriptor are written back in place (they were appended at the end of file);
+    /// O_RDONLY|O_TRUNC truncates; a truncate that keeps the size (`: > f` on an empty file,
+    /// truncate(2) to the same size) still updates mtime.
+    func testAppendMappingReadOnlyTruncateAndSameSizeTruncateAsOnExt4() {
+        let sb = Sandbox("pv-posix-edges")
+        sb.initStore()
+        let mp = sb.mount()
+        let plain = sb.plainDir("plain")
+        let py = """
+        import mmap, os, sys
+        d = sys.argv[1]
+        out = []
+        p = os.path.join(d, "appended.bin")
+        with open(p, "wb") as f:
+            f.write(b"A" * 8192)
+        with open(p, "a+b") as f:
+            m = mmap.mmap(f.fileno(), 8192)
+            m[4096:4101] = b"HELLO"
+            m.flush()
+            m.close()
+        p = os.path.join(d, "rdonly-trunc.txt")
+        with open(p, "w") as f:
+            f.write("hello")
+        os.close(os.open(p, os.O_RDONLY | os.O_TRUNC))
+        out.append("rdonly-trunc size %d" % os.stat(p).st_size)
+        p = os.path.join(d, "stamp")
+        open(p, "w").close()
+        os.utime(p, (1000000000, 1000000000))
+        open(p, "w").close()
+        out.append("empty stamp touched %s" % (os.stat(p).st_mtime > 1000000000))
+        p = os.path.join(d, "same.txt")
+        with open(p, "w") as f:
+            f.write("abc")
+        os.utime(p, (1000000000, 1000000000))
+        os.truncate(p, 3)
+        out.append("same-size truncate touched %s" % (os.stat(p).st_mtime > 1000000000))
+        print("\\n".join(out))
+        """
+        let script = sb.root + "/posix_edges.py"
+        try! py.write(toFile: script, atomically: true, encoding: .utf8)
+        let expected = "rdonly-trunc size 0\nempty stamp touched True\nsame-size truncate touched True\n"
+        XCTAssertEqual(sb.ok("python3 \(Sandbox.quote(script)) \(Sandbox.quote(plain))"), expected, "ext4 itself")
+        XCTAssertEqual(sb.ok("python3 \(Sandbox.quote(script)) \(Sandbox.quote(mp))"), expected)
+        // What the mapping wrote is in place, and the file did not grow, after a remount too.
+        let check = "stat -c %s appended.bin; head -c 4101 appended.bin | tail -c 6; echo; head -c 4096 appended.bin | tr -d A | wc -c"
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(plain)) && \(check)"), "8192\nAHELLO\n0\n")
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(mp)) && \(check)"), "8192\nAHELLO\n0\n")
+        sb.remount(mp)
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(mp)) && \(check)"), "8192\nAHELLO\n0\n")
+        sb.unmount(mp)
+    }
+
     /// A shared writable mapping: stores through it reach the file (read back by another
     /// process and after a remount).
     func testMmapWriteReadBack() {
