@@ -80,7 +80,12 @@ public struct DirectoryInfo: Sendable, Equatable {
             guard dfd >= 0 else { throw StoreError.posix("open new directory") }
             defer { close(dfd) }
             try info.write(dirfd: dfd, keyring: keyring)
-            if mode & 0o300 != 0o300 { _ = fchmod(dfd, mode) }
+            if mode & 0o300 != 0o300 {
+                // Keep the setgid bit a directory inherits from a setgid parent, as mkdir does.
+                var st = stat()
+                let inherited = fstat(dfd, &st) == 0 ? st.st_mode & S_ISGID : 0
+                _ = fchmod(dfd, mode | inherited)
+            }
             guard pv_renameat2(parentfd, tmp, parentfd, entry, UInt32(PV_RENAME_NOREPLACE)) == 0 else {
                 throw errno == EEXIST ? StoreError.exists(entry) : StoreError.posix("rename new directory")
             }

@@ -306,6 +306,20 @@ final class MountFileSemanticsTests: XCTestCase {
         sb.unmount(mp)
     }
 
+    /// Directories made in a setgid directory inherit the bit, also with a restrictive mode
+    /// (the mount used to drop it when it set such a mode after creating the directory).
+    func testSetgidDirectoriesPassTheBitOnAsOnExt4() {
+        let sb = Sandbox("pv-setgid")
+        sb.initStore()
+        let mp = sb.mount()
+        let plain = sb.plainDir("plain")
+        let script = "mkdir g && chmod 2775 g && mkdir -m 500 g/x && mkdir -m 700 g/y && mkdir g/z && stat -c '%n %A' g g/x g/y g/z"
+        let expected = "g drwxrwsr-x\ng/x dr-x--S---\ng/y drwx--S---\ng/z drwxr-sr-x\n"
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(plain)) && umask 022 && \(script)"), expected, "ext4 itself")
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(mp)) && umask 022 && \(script)"), expected)
+        sb.unmount(mp)
+    }
+
     /// A shared writable mapping: stores through it reach the file (read back by another
     /// process and after a remount).
     func testMmapWriteReadBack() {
