@@ -39,12 +39,9 @@ extension VaultFileSystem {
                 writable = false
             }
             guard fd >= 0 else { throw FSError.last() }
-            // A file without a header yet gets one with its directory's default class on its
-            // first write, as a new file does (FORMAT.md section 4).
-            let cls = table.parent(of: node).flatMap { try? naming(of: $0) }.flatMap { backend.defaultClass(in: $0) }
             let file: FileContent
             do {
-                file = try backend.openContent(fd: fd, classForNewHeader: cls)
+                file = try backend.openContent(fd: fd, classForNewHeader: classForNewHeader(of: node))
             } catch {
                 close(fd)
                 throw error
@@ -56,6 +53,12 @@ extension VaultFileSystem {
             node.content = c
             return c
         }
+    }
+
+    /// A file without a header yet gets one with its directory's default class on its first
+    /// write, as a new file does (FORMAT.md section 4); nil if the directory is unknown.
+    func classForNewHeader(of node: Inode) -> ProtectionClass? {
+        table.parent(of: node).flatMap { try? naming(of: $0) }.flatMap { backend.defaultClass(in: $0) }
     }
 
     func releaseContent(_ node: Inode, _ c: ContentState, writes: Bool) {

@@ -100,6 +100,12 @@ final class ClassAttributeTests: XCTestCase {
 
         mp = s.mount(at: "again")
         XCTAssertEqual(s.ok("stat -c %s \(mp)/d/x"), "0\n")
+        // Before its first write the listed class attribute reads as the class it will get,
+        // so copy tools that preserve xattrs (rsync -X) can read what they list.
+        XCTAssertEqual(Self.getClass(mp + "/d/x"), "none")
+        let copy = s.plainDir("copy")
+        s.ok("rsync -aX \(mp)/d/ \(copy)/")
+        XCTAssertEqual(s.ok("getfattr --only-values -n user.photovault.class \(copy)/x"), "none")
         s.ok("echo hi > \(mp)/d/x")
         XCTAssertEqual(Self.getClass(mp + "/d/x"), "none")
         XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))[6], 4, "none is class 4 in the header")
