@@ -73,9 +73,11 @@ extension VaultFileSystem {
     }
 
     /// Creates backing file `backing` in `p` with fresh content; returns it acquired once for writing.
-    func createFile(_ p: Inode, _ backing: [UInt8], plain: [UInt8], mode: mode_t) throws -> (Inode, stat, ContentState) {
+    func createFile(_ p: Inode, _ backing: [UInt8], plain: [UInt8], mode: mode_t,
+                    owner: Ownership?) throws -> (Inode, stat, ContentState) {
         let fd = Syscall.openat(p.fd, backing, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode & Self.fileModeBits)
         guard fd >= 0 else { throw FSError.last() }
+        owner?.apply(to: backing, in: p.fd)
         let file: FileContent
         do {
             file = try backend.createContent(fd: fd, protectionClass: backend.defaultClass(in: try naming(of: p)))
@@ -152,7 +154,7 @@ extension VaultFileSystem {
             let flags = fi.pointee.flags
             try makingName(name, in: p) { b in
                 do {
-                    let (node, st, c) = try createFile(p, b, plain: name, mode: mode)
+                    let (node, st, c) = try createFile(p, b, plain: name, mode: mode, owner: ownership(req, p))
                     install(OpenFile(inode: node, content: c, writes: true), fi)
                     var e = entry(node, st)
                     fuse_reply_create(req, &e, fi)

@@ -32,6 +32,26 @@ extension VaultFileSystem {
         }
     }
 
+    /// Who a new entry belongs to when the daemon creates it for someone else: with
+    /// `--allow-other` a daemon running as root serves several users, and what one of them
+    /// creates must be theirs, as on a local file system (the daemon creates it as root).
+    /// The group follows a setgid parent, as the backing file system already made it.
+    struct Ownership {
+        let uid: uid_t
+        let gid: gid_t   // gid_t.max: keep the one the backing file system gave
+
+        func apply(to backing: [UInt8], in dirFD: Int32) {
+            _ = Syscall.fchownat(dirFD, backing, uid, gid)
+        }
+    }
+
+    func ownership(_ req: fuse_req_t?, _ parent: Inode) -> Ownership? {
+        guard entriesBelongToCallers, let ctx = fuse_req_ctx(req)?.pointee, ctx.uid != 0 else { return nil }
+        var st = stat()
+        let setgid = fstatat(parent.fd, "", &st, PV_AT_EMPTY_PATH) == 0 && st.st_mode & S_ISGID != 0
+        return Ownership(uid: ctx.uid, gid: setgid ? gid_t.max : ctx.gid)
+    }
+
     static func bytes(_ name: UnsafePointer<CChar>?) -> [UInt8] {
         guard let name else { return [] }
         return Array(UnsafeRawBufferPointer(start: name, count: strlen(name)))
@@ -225,6 +245,7 @@ extension VaultFileSystem {
             let nm = try naming(of: p)
             var e = try makingName(name, in: p) { b in
                 try backend.makeDirectory(named: b, in: p.fd, parent: nm, mode: mode & 0o7777)
+                ownership(req, p)?.apply(to: b, in: p.fd)
                 return try lookupBacking(p, b, plain: name)
             }
             fuse_reply_entry(req, &e)
@@ -268,6 +289,7 @@ extension VaultFileSystem {
             let sealed = try backend.sealLinkTarget(Self.bytes(link))
             var e = try makingName(name, in: p) { b in
                 guard Syscall.symlinkat(sealed, p.fd, b) == 0 else { throw FSError.last() }
+                ownership(req, p)?.apply(to: b, in: p.fd)
                 return try lookupBacking(p, b, plain: name)
             }
             fuse_reply_entry(req, &e)
@@ -361,11 +383,12 @@ extension VaultFileSystem {
             let p = try table.require(parent)
             var e = try makingName(name, in: p) { b -> fuse_entry_param in
                 if mode & S_IFMT == S_IFREG {
-                    let (node, st, content) = try createFile(p, b, plain: name, mode: mode)
+                    let (node, st, content) = try createFile(p, b, plain: name, mode: mode, owner: ownership(req, p))
                     releaseContent(node, content, writes: true)
                     return entry(node, st)
                 }
                 guard Syscall.mknodat(p.fd, b, mode, rdev) == 0 else { throw FSError.last() }
+                ownership(req, p)?.apply(to: b, in: p.fd)
                 return try lookupBacking(p, b, plain: name)
             }
             fuse_reply_entry(req, &e)

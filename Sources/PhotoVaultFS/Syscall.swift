@@ -48,6 +48,11 @@ enum Syscall {
         withCName(target) { t in withCName(name) { Glibc.symlinkat(t, dirfd, $0) } }
     }
 
+    /// Never follows a symlink: a new link is given to its creator, not its target.
+    static func fchownat(_ dirfd: Int32, _ name: [UInt8], _ uid: uid_t, _ gid: gid_t) -> Int32 {
+        withCName(name) { Glibc.fchownat(dirfd, $0, uid, gid, AT_SYMLINK_NOFOLLOW) }
+    }
+
     static func renameat2(_ olddir: Int32, _ old: [UInt8], _ newdir: Int32, _ new: [UInt8], _ flags: UInt32) -> Int32 {
         withCName(old) { o in withCName(new) { n in pv_renameat2(olddir, o, newdir, n, flags) } }
     }

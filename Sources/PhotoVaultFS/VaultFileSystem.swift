@@ -17,6 +17,8 @@ public final class VaultFileSystem: @unchecked Sendable {
     /// Write-only opens get `FOPEN_DIRECT_IO` (`MountOptions.directWrites`): asked for, no
     /// writeback cache, and a kernel that keeps other handles' caches coherent. Fixed per mount.
     let writeOnlyBypassesCache: Bool
+    /// Root daemon with `--allow-other`: new entries are given to the user who made them.
+    let entriesBelongToCallers: Bool
     private let lifecycle = PMutex()
     private var session: OpaquePointer?
     private var mounted = false
@@ -54,6 +56,7 @@ public final class VaultFileSystem: @unchecked Sendable {
         self.timeout = options.cacheTimeout
         writeOnlyBypassesCache = options.directWrites && !options.writebackCache
             && KernelRelease.directWritesKeepCachesCoherent
+        entriesBelongToCallers = options.allowOther && geteuid() == 0
         table = InodeTable(rootFD: fd, rootStat: st)
         VaultFileSystem.raiseFileLimit()
     }

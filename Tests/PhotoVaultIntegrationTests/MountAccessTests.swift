@@ -109,6 +109,17 @@ final class MountAccessTests: XCTestCase {
         // Once the owner opens the mode, the other user can read it.
         sb.ok("chmod 0644 \(q)/private.jpg")
         XCTAssertEqual(sb.ok("runuser -u pvtestuser -- cat \(q)/private.jpg"), "OTHER-PRIVATE\n")
+        // In a directory open to all, what the other user makes is theirs (the daemon runs as
+        // root), so they can go on working in it; a setgid directory passes its group on.
+        sb.ok("mkdir -m 1777 \(q)/pub && mkdir -m 2777 \(q)/grp && chgrp 0 \(q)/grp")
+        sb.ok("runuser -u pvtestuser -- bash -c 'set -e; cd \(q)/pub; mkdir d; echo made > d/f.jpg; ln -s f.jpg d/l; "
+              + "mkfifo d/p; mkdir d/sub; touch d/sub/deeper; cd ../grp; mkdir g; touch g.jpg'")
+        let owners = sb.ok("cd \(q) && stat -c '%n %U %G' pub/d pub/d/f.jpg pub/d/l pub/d/p pub/d/sub/deeper grp/g grp/g.jpg")
+        let group = sb.ok("id -gn pvtestuser").trimmingCharacters(in: .whitespacesAndNewlines)
+        let root = sb.ok("id -gn root").trimmingCharacters(in: .whitespacesAndNewlines)
+        let mine = ["pub/d", "pub/d/f.jpg", "pub/d/l", "pub/d/p", "pub/d/sub/deeper"].map { "\($0) pvtestuser \(group)\n" }
+        XCTAssertEqual(owners, (mine + ["grp/g pvtestuser \(root)\n", "grp/g.jpg pvtestuser \(root)\n"]).joined())
+        XCTAssertEqual(sb.ok("runuser -u pvtestuser -- cat \(q)/pub/d/l"), "made\n")
         sb.unmount(mp)
         sb.assertNoPlaintext(["OTHER-PUBLIC", "OTHER-PRIVATE", "public.jpg", "private.jpg"])
     }
