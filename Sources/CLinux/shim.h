@@ -27,6 +27,7 @@ static inline int pv_o_path(void) { return 010000000; }               /* O_PATH 
 static inline int pv_at_empty_path(void) { return 0x1000; }           /* AT_EMPTY_PATH */
 static inline int pv_fcntl_getfl(int fd) { return fcntl(fd, F_GETFL); }
 static inline int pv_fcntl_dupfd_cloexec(int fd, int min) { return fcntl(fd, F_DUPFD_CLOEXEC, min); }
+static inline int pv_dup3_cloexec(int oldfd, int newfd) { return (int)syscall(SYS_dup3, oldfd, newfd, O_CLOEXEC); }
 static inline int pv_pipe2_cloexec(int fds[2]) { return (int)syscall(SYS_pipe2, fds, O_CLOEXEC); }
 static inline short pv_posix_spawn_setsid(void) { return 0x80; }      /* POSIX_SPAWN_SETSID (glibc >= 2.26) */
 /* fallocate(FALLOC_FL_KEEP_SIZE): reserve blocks without changing the file's size. */

@@ -25,7 +25,20 @@ extension VaultFileSystem {
         return try node.stateLock.withLock {
             if let c = node.content, !c.isKeyWiped {
                 if let cls = c.protectionClass, !backend.canOpen(cls) { throw FSError.locked }
-                if writes && !c.writable { throw FSError.posix(EACCES) }
+                // The shared descriptor was opened for an earlier open: check this one's right
+                // to write as opening the file would (a daemon without permission override
+                // is the only check there is without default_permissions).
+                if writes {
+                    let proc = Syscall.procPath(node.fd)
+                    if c.writable {
+                        guard faccessat(AT_FDCWD, proc, W_OK, AT_EACCESS) == 0 else { throw FSError.last() }
+                    } else {
+                        // Opened read-only while the file was not writable; it is now.
+                        let fd = Glibc.open(proc, O_RDWR | O_CLOEXEC)
+                        guard fd >= 0 else { throw FSError.last() }
+                        try c.becomeWritable(fd)
+                    }
+                }
                 c.opens += 1
                 if writes { c.writers += 1 }
                 return c

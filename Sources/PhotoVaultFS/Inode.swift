@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 import PhotoVaultCrypto
 
 /// One file the kernel knows about. The node ID the kernel sees is the backing inode
@@ -173,7 +174,8 @@ let FUSE_ROOT_ID_VALUE: UInt64 = 1
 final class ContentState: @unchecked Sendable {
     let fd: Int32
     let file: FileContent
-    let writable: Bool
+    /// Whether `fd` is open O_RDWR. Guarded by the inode's stateLock.
+    private(set) var writable: Bool
     let rw = PRWLock()
     private var cls: ProtectionClass?
     var protectionClass: ProtectionClass? { rw.withReadLock { cls } }
@@ -189,6 +191,16 @@ final class ContentState: @unchecked Sendable {
         self.file = file
         self.writable = writable
         cls = file.protectionClass
+    }
+
+    /// Puts the read-write descriptor `rw` in place of the read-only `fd` (same number, so the
+    /// content keeps using it; reads in flight finish on either). Caller holds stateLock.
+    func becomeWritable(_ rwFD: Int32) throws {
+        let rc = rw.withWriteLock { pv_dup3_cloexec(rwFD, fd) }
+        let e = errno
+        Glibc.close(rwFD)
+        guard rc >= 0 else { throw FSError.posix(e) }
+        writable = true
     }
 
     /// After the backend rewrapped the key (caller holds no lock on `rw`).

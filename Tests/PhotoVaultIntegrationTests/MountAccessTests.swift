@@ -123,4 +123,33 @@ final class MountAccessTests: XCTestCase {
         sb.unmount(mp)
         sb.assertNoPlaintext(["OTHER-PUBLIC", "OTHER-PRIVATE", "public.jpg", "private.jpg"])
     }
+
+    /// Without permission override (any non-root user's daemon; here root without
+    /// CAP_DAC_OVERRIDE), every open is checked as opening the file would be, although opens
+    /// of one file share a descriptor: a write-open of a file made read-only while a reader
+    /// holds it is refused, and one of a file made writable after a reader opened it works.
+    func testWriteOpensAreCheckedEachTimeWithoutPermissionOverride() throws {
+        let sb = Sandbox("pv-perm-shared")
+        sb.initStore()
+        let mp = sb.root + "/mnt-nodac"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let noDAC = "setpriv --bounding-set -dac_override,-dac_read_search"
+        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
+            .map(Sandbox.quote).joined(separator: " ")
+        sb.ok("\(noDAC) \(mount)")
+        sb.mounts.append(mp)
+        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) })
+        let plain = sb.plainDir("plain")
+        let script = """
+            printf 'x\\n' > f; exec 3<f; chmod 444 f; if (echo y >> f) 2>/dev/null; then echo f-written; else echo f-refused; fi; exec 3<&-
+            printf 'x\\n' > g; chmod 444 g; exec 4<g; chmod 644 g; if (echo y >> g) 2>/dev/null; then echo g-written; else echo g-refused; fi
+            cat f g <&4; exec 4<&-
+            """
+        let scriptPath = sb.root + "/shared-perm.sh"
+        try script.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        let expected = "f-refused\ng-written\nx\nx\ny\n"
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(plain)) && \(noDAC) bash \(Sandbox.quote(scriptPath))"), expected, "ext4 itself")
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(mp)) && \(noDAC) bash \(Sandbox.quote(scriptPath))"), expected)
+        sb.unmount(mp)
+    }
 }
