@@ -29,6 +29,11 @@ public enum PasswordKDF {
     public static func derive(password: UnsafeRawBufferPointer, salt: [UInt8], parameters: Argon2Parameters) throws -> SecureBytes {
         Sodium.ensureInitialised()
         guard salt.count == saltSize else { throw CryptoError.invalidLength(expected: saltSize, got: salt.count) }
+        // Callers bound the cost first (records, store config); this keeps a value no caller
+        // checked from trapping in the conversion below.
+        guard let memLimit = Int(exactly: parameters.memLimit) else {
+            throw CryptoError.libsodiumFailure("Argon2id memory limit \(parameters.memLimit) is out of range")
+        }
         let out = SecureBytes(count: 32)
         var empty: CChar = 0
         let pw = password.baseAddress?.assumingMemoryBound(to: CChar.self) ?? withUnsafeMutablePointer(to: &empty) { UnsafePointer($0) }
@@ -37,7 +42,7 @@ public enum PasswordKDF {
                 crypto_pwhash(o.baseAddress!.assumingMemoryBound(to: UInt8.self), 32,
                               pw, UInt64(password.count),
                               s.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                              parameters.opsLimit, Int(parameters.memLimit), crypto_pwhash_ALG_ARGON2ID13)
+                              parameters.opsLimit, memLimit, crypto_pwhash_ALG_ARGON2ID13)
             }
         }
         guard rc == 0 else { out.wipe(); throw CryptoError.libsodiumFailure("crypto_pwhash failed (out of memory?)") }

@@ -87,6 +87,17 @@ final class PasswordKDFTests: XCTestCase {
         }
     }
 
+    /// A memory limit beyond Int is an error, not a trap (callers bound it first).
+    func testOutOfRangeMemoryLimitThrows() {
+        let pw = Array("correct horse".utf8)
+        let salt = [UInt8](repeating: 3, count: PasswordKDF.saltSize)
+        let huge = Argon2Parameters(opsLimit: 1, memLimit: UInt64(Int.max) + 1)
+        XCTAssertThrowsError(try pw.withUnsafeBytes { try PasswordKDF.derive(password: $0, salt: salt, parameters: huge) }) {
+            guard case .libsodiumFailure(let what)? = $0 as? CryptoError else { return XCTFail("\($0)") }
+            XCTAssertTrue(what.contains("out of range"), what)
+        }
+    }
+
     func testParameterFloorOrdering() {
         XCTAssertTrue(Argon2Parameters.standard.isAtLeast(.floor))
         XCTAssertFalse(Argon2Parameters.testing.isAtLeast(.floor))
