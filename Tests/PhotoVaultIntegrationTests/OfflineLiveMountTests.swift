@@ -50,6 +50,29 @@ final class OfflineLiveMountTests: XCTestCase {
     /// Without --force an existing file is refused through the mount exactly as offline:
     /// exit 20 naming the first conflict in the offline order (sources as given, entries
     /// sorted), what comes before it copied, nothing after it, the existing file untouched.
+    /// The vault's own symlinks may point anywhere: an import through the mount never follows
+    /// one, as the offline import never does (it used to write plaintext where they pointed).
+    func testImportThroughTheMountNeverFollowsAVaultSymlink() {
+        let sb = Sandbox("pv-live-symlink")
+        sb.initStore()
+        let outside = sb.plainDir("outside"), src = sb.plainDir("src")
+        let qo = Sandbox.quote(outside), qs = Sandbox.quote(src)
+        sb.ok("mkdir \(qs)/d && printf 'NEW-CONTENT\\n' > \(qs)/d/a.txt && printf 'VICTIM\\n' > \(qo)/victim.txt")
+        let mp = sb.mount()
+        let qm = Sandbox.quote(mp)
+        sb.ok("ln -s \(qo) \(qm)/l && mkdir \(qm)/d && ln -s \(qo)/victim.txt \(qm)/d/a.txt")
+        // A symlink on the way to DEST is not a directory: refused, nothing written through it.
+        assertFailure(T.pv(sb, ["import", src + "/d", "/l"]), 1, "/l: Not a directory")
+        assertFailure(sb.run("echo x | " + T.pvLine(sb, ["import", "-", "/l/f.txt"])), 1, "/l: Not a directory")
+        XCTAssertEqual(sb.ok("ls -A \(qo)"), "victim.txt\n")
+        // --force over a symlink replaces the link, not the file it points to.
+        let forced = T.pv(sb, ["import", "--force", src + "/d", "/"])
+        XCTAssertEqual(forced.status, 0, forced.stderr)
+        XCTAssertEqual(sb.ok("cat \(qo)/victim.txt"), "VICTIM\n")
+        XCTAssertEqual(sb.ok("stat -c %F \(qm)/d/a.txt; cat \(qm)/d/a.txt"), "regular file\nNEW-CONTENT\n")
+        sb.unmount(mp)
+    }
+
     func testImportRefusesAnExistingFileThroughTheLiveMountAsOffline() {
         let (sb, src) = T.sandboxWithTree("pv-live-exists")
         XCTAssertEqual(T.pv(sb, ["import", src, "/off"]).status, 0)

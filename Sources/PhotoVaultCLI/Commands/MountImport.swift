@@ -99,7 +99,9 @@ extension MountRoute {
                             force: force, into: &targets)
                 }
             }
-            (status, out) = MountFlow.runTool(["cp", "-R", "--preserve=mode,timestamps", force ? "-f" : "-n"]
+            // --remove-destination, not -f: cp -f writes through an existing symlink of the
+            // vault, possibly to a file outside it; offline, --force replaces the link itself.
+            (status, out) = MountFlow.runTool(["cp", "-R", "--preserve=mode,timestamps", force ? "--remove-destination" : "-n"]
                                               + srcs.map { String(decoding: $0, as: UTF8.self) }
                                               + [String(decoding: into, as: UTF8.self) + "/"])
             if status != 0 { break }

@@ -21,12 +21,20 @@ enum MountRoute {
     static func path(_ mp: String, _ vp: VaultPath) -> String { vp.isRoot ? mp : mp + vp.description }
 
     /// Creates the missing directories of `vp`, mode 0700 as the offline import does (the
-    /// mount gives each its parent's default class, as offline).
+    /// mount gives each its parent's default class, as offline). An existing component must
+    /// be a directory: the kernel would follow a symlink of the vault, which may point out
+    /// of it, and write plaintext there (the offline import refuses it the same way).
     static func makeDirectories(_ mp: String, _ vp: VaultPath) throws {
         var current = VaultPath.root
         for name in vp.components {
             current = current.appending(name)
-            if mkdir(path(mp, current), 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(current)") }
+            let p = path(mp, current)
+            if mkdir(p, 0o700) == 0 { continue }
+            guard errno == EEXIST else { throw StoreError.posix("mkdir \(current)") }
+            var st = stat()
+            guard lstat(p, &st) == 0, OfflineSys.isDirectory(st) else {
+                throw StoreError.io(errno: ENOTDIR, context: current.description)
+            }
         }
     }
 
