@@ -114,6 +114,29 @@ final class OfflineCommandTests: XCTestCase {
         }
     }
 
+    /// Export writes plaintext, so never into the store (also through a DEST that does not
+    /// exist yet and climbs back with ..) nor into the vault's own mount, which it reads.
+    func testExportRefusesADestinationInsideTheStoreOrTheVaultsMount() {
+        let (sb, _) = Self.importedTree("pv-offline-export-inside", at: "/a")
+        let storeName = (sb.store as NSString).lastPathComponent
+        for dest in [sb.store + "/users/leak", sb.root + "/no-such-dir/../" + storeName + "/leak"] {
+            let r = Self.pv(sb, ["export", "/a", dest])
+            assertFailure(r, 2, "is inside the store", dest)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: sb.store + "/users/leak"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: sb.store + "/leak"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: sb.root + "/no-such-dir"))
+        let mp = sb.mount()
+        let r = Self.pv(sb, ["export", "/a", mp + "/backup"])
+        assertFailure(r, 2, "is inside this vault's mount")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/backup"))
+        // Anywhere else is fine, also while mounted.
+        let out = sb.plainDir("out")
+        XCTAssertEqual(Self.pv(sb, ["export", "/a", out]).status, 0)
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["private notes", "IMG_0001"])
+    }
+
     func testForceIsNeededToOverwrite() {
         let (sb, src) = Self.importedTree("pv-offline-force", at: "/a")
         let out = sb.plainDir("out")

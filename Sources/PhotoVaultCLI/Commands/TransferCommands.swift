@@ -53,10 +53,44 @@ enum TransferCommands {
         }
     }
 
+    /// Export writes plaintext: never into the store, where it would lie unencrypted beside
+    /// the ciphertext, nor into this vault's own mount, which it reads (it would copy its
+    /// copies until it ran out of descriptors). DEST need not exist yet.
+    static func refuseExportInside(_ dest: String, store: String, mountpoint: String?) throws {
+        guard let d = resolvedPath(dest) else { return }
+        let places = [(RealPath.of(store), "the store"), (mountpoint.flatMap(RealPath.of), "this vault's mount")]
+        for case let (root?, what) in places where d == root || d.hasPrefix(root == "/" ? "/" : root + "/") {
+            throw StoreError.invalidArgument("\(dest) is inside \(what) (\(root)), and export writes plaintext; "
+                                             + "export to a directory outside it")
+        }
+    }
+
+    /// `path` with its longest existing prefix resolved (realpath) and the rest, which does
+    /// not exist yet, appended as `mkdir -p` would create it (`..` there is lexical).
+    static func resolvedPath(_ path: String) -> String? {
+        var head = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        var tail: [String] = []
+        while true {
+            if let r = RealPath.of(head) {
+                var parts = r.split(separator: "/").map(String.init)
+                for c in tail where c != "." && !c.isEmpty {
+                    if c == ".." { _ = parts.popLast() } else { parts.append(c) }
+                }
+                return "/" + parts.joined(separator: "/")
+            }
+            let parent = (head as NSString).deletingLastPathComponent
+            guard parent != head, !parent.isEmpty else { return nil }
+            tail.insert((head as NSString).lastPathComponent, at: 0)
+            head = parent
+        }
+    }
+
     static func exportFiles(_ args: ParsedArguments) throws -> Int32 {
         var all = args.positionals
         guard all.count >= 2, let dest = all.popLast() else { throw args.usageError("export needs PATH_IN_VAULT... DEST") }
-        let tree = try OfflineAccess.openTree(args)
+        let vault = try OfflineAccess.open(args)
+        if dest != "-" { try refuseExportInside(dest, store: args.storePath, mountpoint: vault.mount) }
+        let tree = vault.tree
         let start = Date()
         let progress = Progress(verb: "exported", quiet: dest == "-")
         let summary = try Exporter(tree: tree).export(paths: all, to: dest, force: args.flag("force"), progress: progress.event)
