@@ -184,6 +184,7 @@ final class ContentState: @unchecked Sendable {
     var writers = 0
     // Guarded by `rw` (written under the write lock).
     private var keyWiped = false
+    private var closed = false
     var isKeyWiped: Bool { rw.withReadLock { keyWiped } }
 
     init(fd: Int32, file: FileContent, writable: Bool) {
@@ -229,8 +230,13 @@ final class ContentState: @unchecked Sendable {
         }
     }
 
+    /// Throws once the content is closed: its descriptor number may already belong to another
+    /// file (a stat racing the last release must then use the backing file's size).
     func size() throws -> Int64 {
-        try rw.withReadLock { try file.size() }
+        try rw.withReadLock {
+            if closed { throw FSError.posix(EBADF) }
+            return try file.size()
+        }
     }
 
     func sync(dataOnly: Bool) throws {
@@ -250,7 +256,10 @@ final class ContentState: @unchecked Sendable {
 
     /// Last handle gone: the content closes its backing fd and wipes its key.
     func close() {
-        rw.withWriteLock { try? file.close() }
+        rw.withWriteLock {
+            closed = true
+            try? file.close()
+        }
     }
 }
 
