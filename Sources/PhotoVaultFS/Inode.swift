@@ -154,7 +154,11 @@ final class InodeTable: @unchecked Sendable {
         return all.compactMap { n in n.stateLock.withLock { n.content.map { (n.nodeID, $0) } } }
     }
 
-    func openContents() -> [ContentState] { openFiles().map(\.content) }
+    /// Open contents with their handle counts, read under each node's stateLock.
+    func openCounts() -> [(content: ContentState, opens: Int, writers: Int)] {
+        let all = mutex.withLock { Array(nodes.values) }
+        return all.compactMap { n in n.stateLock.withLock { n.content.map { ($0, $0.opens, $0.writers) } } }
+    }
 
     func closeAll() {
         let all: [Inode] = mutex.withLock {

@@ -238,15 +238,15 @@ public final class VaultFileSystem: @unchecked Sendable {
     /// Open handles per protection class (files opened several times count once per handle).
     public func statusCounts() -> [ProtectionClass: Int] {
         var out: [ProtectionClass: Int] = [:]
-        for c in table.openContents() {
-            if let cls = c.protectionClass { out[cls, default: 0] += c.opens }
+        for (c, opens, _) in table.openCounts() {
+            if let cls = c.protectionClass { out[cls, default: 0] += opens }
         }
         return out
     }
 
     /// Open handles that write, of class `cls`: the lock grace period waits for these.
     public func openWriteHandles(of cls: ProtectionClass) -> Int {
-        table.openContents().filter { $0.protectionClass == cls }.reduce(0) { $0 + $1.writers }
+        table.openCounts().filter { $0.content.protectionClass == cls }.reduce(0) { $0 + $1.writers }
     }
 
     static func isMountPoint(_ path: String) -> Bool { mountDevice(path) != nil }

@@ -48,8 +48,7 @@ final class LockController: @unchecked Sendable {
     func handle(_ reason: LockReason) {
         if case .terminate(let sig) = reason {
             log("signal \(sig): unmounting")
-            setState(.closing)
-            fs.wipeAll()
+            shutDown()
             fs.requestExit()
             return
         }
@@ -101,6 +100,15 @@ final class LockController: @unchecked Sendable {
             fs.requestExit()
         }
         thread.start()
+    }
+
+    /// The mount is going away (a terminating signal, or the loop has ended): every key is
+    /// zeroed, and an `unlock` waiting for `transition` then finds `.closing` and restores none.
+    func shutDown() {
+        pthread_mutex_lock(&transition)
+        setState(.closing)
+        fs.wipeAll()
+        pthread_mutex_unlock(&transition)
     }
 
     private var currentGraceDeadline: Double {

@@ -140,7 +140,7 @@ enum MountDaemon {
         let code = fs.run()
         thumbnailGuard?.deactivate()
 
-        fs.wipeAll()
+        controller.shutDown()   // wipes the file system's keys; no unlock can follow
         keyring.wipeAll()
         signals.stop()
         idle?.stop()
