@@ -291,6 +291,10 @@ extension VaultFileSystem {
             case .hidden:
                 continue
             case .corrupt:
+                // A long name unlinked or renamed since the listing lost its companion with
+                // it: gone, not damaged.
+                var gone = stat()
+                if Syscall.fstatat(node.fd, ent.name, &gone, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT { continue }
                 log(options.logsPlaintextPaths
                     ? "skipping an entry of \(table.path(of: node.nodeID)) whose name fails authentication: \(String(decoding: ent.name, as: UTF8.self))"
                     : "skipping a directory entry whose name fails authentication ('photovault fsck' names it)")

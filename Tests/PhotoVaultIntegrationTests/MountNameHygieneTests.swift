@@ -163,4 +163,42 @@ final class MountNameHygieneTests: XCTestCase {
         let fsck = OfflineCommandTests.pv(sb, ["fsck"])
         XCTAssertEqual(fsck.status, 0, fsck.stdout + fsck.stderr)
     }
+
+    /// A listing that races an unlink or rename of long names (their companion files go with
+    /// them) logs nothing: the entries are gone, not damaged.
+    func testListingWhileLongNamesComeAndGoLogsNoDamage() throws {
+        let sb = Sandbox("pv-long-race")
+        sb.initStore()
+        let fg = try ForegroundMount(sandbox: sb, at: "mnt")
+        XCTAssertTrue(fg.waitMounted(), fg.log)
+        let script = sb.root + "/churn.py"
+        try """
+            import os, sys, threading, time
+            d = sys.argv[1]
+            stop = time.time() + 4
+            def churn(k):
+                i = 0
+                while time.time() < stop:
+                    a = os.path.join(d, ("%d-%06d-" % (k, i)) + "n" * 190)
+                    open(a, "w").close()
+                    if i % 2: os.rename(a, a + "-moved"); os.unlink(a + "-moved")
+                    else: os.unlink(a)
+                    i += 1
+            def lister():
+                n = 0
+                while time.time() < stop:
+                    os.listdir(d); n += 1
+                print("listings", n > 100)
+            for i in range(40):
+                open(os.path.join(d, "%03d-" % i + "k" * 200), "w").close()
+            ts = [threading.Thread(target=churn, args=(k,)) for k in range(2)] + [threading.Thread(target=lister)]
+            for t in ts: t.start()
+            for t in ts: t.join()
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        XCTAssertEqual(sb.ok("python3 \(Sandbox.quote(script)) \(Sandbox.quote(fg.mountpoint))"), "listings True\n")
+        XCTAssertEqual(sb.ok("ls \(Sandbox.quote(fg.mountpoint)) | wc -l"), "40\n")
+        fg.stop(sb)
+        XCTAssertFalse(fg.log.contains("fails authentication"), fg.log)
+        XCTAssertEqual(OfflineCommandTests.pv(sb, ["fsck"]).status, 0)
+    }
 }
