@@ -58,6 +58,11 @@ public struct DirectoryInfo: Sendable, Equatable {
             throw StoreError.posix("open \(fileName)")
         }
         defer { close(fd) }
+        // Misshapen (a directory in its place), not unreadable: format damage like a bad size.
+        var st = stat()
+        if fstat(fd, &st) == 0 && st.st_mode & S_IFMT != S_IFREG {
+            throw StoreError.integrity(path: "", detail: "directory ID file is not a regular file")
+        }
         var b = [UInt8](repeating: 0, count: size + 1)
         let n = try b.withUnsafeMutableBytes { try FileIO.readFully(fd, $0.baseAddress!, size + 1, offset: 0) }
         return try decode(Array(b[0..<n]), keyring: keyring)

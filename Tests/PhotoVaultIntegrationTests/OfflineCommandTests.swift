@@ -235,6 +235,82 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(sb.ok("cat \(Sandbox.quote(sb.root))/out/notes.txt"), "private notes\n")
     }
 
+    /// Errors that are not damage give repair nothing to do. The store here lies on a live
+    /// mount of another vault whose ciphertext under three of its entries was damaged, so
+    /// reading a directory's .pvdir, a file's header and a chunk of another file fails with a
+    /// real EIO while their own bytes are intact: fsck reports each as `unreadable` (exit 21),
+    /// `--repair` moves nothing, and once the disk below is mended all is clean again.
+    func testRepairNeverMovesWhatCouldNotBeRead() throws {
+        let sb = Sandbox("pv-offline-eio")
+        sb.initStore()
+        let local = sb.root + "/inner", src = sb.plainDir("src")
+        XCTAssertEqual(sb.pv(["init", "--store", local]).status, 0)
+        XCTAssertEqual(sb.pv(["user", "add", "alice", "--store", local, "--passfile", sb.passfile]).status, 0)
+        sb.ok("""
+        set -e
+        cd \(Sandbox.quote(src))
+        mkdir d
+        head -c 90000 /dev/urandom > d/a.bin; head -c 100000 /dev/urandom > b.bin
+        head -c 200000 /dev/urandom > c.bin; head -c 50000 /dev/urandom > ok.bin
+        """)
+        XCTAssertEqual(sb.pv(["import", src, "/v", "--store", local, "--user", "alice", "--passfile", sb.passfile]).status, 0)
+        let mp = sb.mount()
+        let store = mp + "/store", q = Sandbox.quote(mp + "/store")
+        sb.ok("cp -a \(Sandbox.quote(local)) \(q)")
+        let args = ["--store", store, "--user", "alice", "--passfile", sb.passfile]
+        XCTAssertEqual(sb.pv(["fsck"] + args).status, 0)
+
+        // The inner ciphertext of /v/src/d/.pvdir (the deepest), b.bin and c.bin (by size),
+        // marked by mtime to find the outer ciphertext that holds each.
+        let targets = [("-name .pvdir -printf '%d %p\\n' | sort -n | tail -1 | cut -d' ' -f2", 1_000_000_001),
+                       ("-size +100000c -size -110000c", 1_000_000_002), ("-size +200000c -size -210000c", 1_000_000_003)]
+        var outer: [(String, UInt64)] = []
+        for (select, mark) in targets {
+            sb.ok("f=$(find \(q)/users -type f \(select)); test -f \"$f\" && touch -d @\(mark) \"$f\"")
+            let path = sb.ok("find \(Sandbox.quote(sb.store))/users -type f -printf '%T@ %p\\n' | grep '^\(mark)\\.' | cut -d' ' -f2-")
+                .trimmingCharacters(in: .newlines)
+            XCTAssertFalse(path.isEmpty || path.contains("\n"), "\(mark): \(path)")
+            let size = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: path)[.size] as? UInt64)
+            // Past the outer header: its first chunk (.pvdir, b.bin's header) or a middle one.
+            outer.append((path, mark == 1_000_000_003 ? size / 2 : 140))
+        }
+        func flipOuter() throws {
+            for (path, offset) in outer {
+                let h = try XCTUnwrap(FileHandle(forUpdatingAtPath: path))
+                try h.seek(toOffset: offset)
+                let byte = try XCTUnwrap(h.readData(ofLength: 1).first)
+                try h.seek(toOffset: offset)
+                h.write(Data([byte ^ 0x01]))
+                try h.close()
+            }
+            sb.remount(mp)   // cold caches
+        }
+        try flipOuter()
+        let listing = sb.ok("cd \(q) && find . | LC_ALL=C sort")
+
+        for repair in [false, true] {
+            let fsck = sb.pv(["fsck"] + (repair ? ["--repair"] : []) + args)
+            XCTAssertEqual(fsck.status, 21, "repair \(repair): " + fsck.stdout + fsck.stderr)
+            var lines = fsck.stdout.split(separator: "\n").map(String.init)
+            XCTAssertTrue(lines.popLast()?.hasSuffix(": 3 problems") == true, fsck.stdout)
+            lines.sort()   // in ciphertext name order
+            XCTAssertEqual(lines.map { $0.components(separatedBy: ": ").prefix(2).joined(separator: ": ") },
+                           ["/v/src/b.bin: unreadable", "/v/src/c.bin: unreadable", "/v/src/d: unreadable"], fsck.stdout)
+            XCTAssertTrue(lines.allSatisfy { $0.hasSuffix("Input/output error") }, fsck.stdout)
+            XCTAssertTrue(lines.count == 3 && lines[1].contains("chunks could not be read (chunk "), fsck.stdout)
+            XCTAssertTrue(lines.count == 3 && lines[2].contains("cannot read .pvdir"), fsck.stdout)
+            XCTAssertEqual(sb.ok("cd \(q) && find . | LC_ALL=C sort"), listing, "fsck --repair moved entries it could not read")
+        }
+
+        try flipOuter()   // the disk mended: the data was healthy all along
+        let clean = sb.pv(["fsck"] + args)
+        XCTAssertEqual(clean.status, 0, clean.stdout + clean.stderr)
+        XCTAssertTrue(clean.stdout.hasPrefix("checked 4 files, 4 directories, "), clean.stdout)
+        let out = sb.plainDir("out")
+        XCTAssertEqual(sb.pv(["export", "/v", out] + args).status, 0)
+        sb.ok("diff -r \(Sandbox.quote(src)) \(Sandbox.quote(out))/v/src")
+    }
+
     func testClassSetGetAndList() {
         let (sb, src) = Self.importedTree("pv-offline-class", at: "/c")
 

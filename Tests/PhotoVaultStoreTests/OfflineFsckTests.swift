@@ -142,6 +142,13 @@ final class OfflineFsckTests: XCTestCase {
                 try AtomicFile.write(b, in: d.fd, name: DirectoryInfo.fileName)
                 return ["directoryInfoDamaged /docs"]
             }),
+            ("directory in place of .pvdir", { t in
+                // Misshapen, not unreadable: reading it fails with EISDIR, yet it is damage.
+                let d = try VaultResolver(tree: t).directory(VaultPath("/photos/deep"))
+                XCTAssertEqual(unlinkat(d.fd, DirectoryInfo.fileName, 0), 0)
+                XCTAssertEqual(mkdirat(d.fd, DirectoryInfo.fileName, 0o700), 0)
+                return ["directoryInfoDamaged /photos/deep"]
+            }),
             ("conflict copies", { t in
                 let a = try self.conflictCopy(t, "/photos/ok.jpg", suffix: " (conflicted copy).jpg")
                 let b = try self.conflictCopy(t, "/photos/ok.jpg", suffix: ".sync-conflict-20240101-120000-ABCDEFG")

@@ -18,8 +18,11 @@ import PhotoVaultCrypto
 ///     any entry leaving a directory;
 ///  2. leftover `.pvtmp-*` temp files are deleted (a temp directory only if it holds
 ///     nothing but `.pvdir` and temp files).
-/// Damaged extended attributes are reported, not repaired. `/lost+found` itself is not
-/// examined (its entries are counted), so a second fsck after a repair is clean.
+/// Damage is only what was read and failed authentication or PhotoVault's format
+/// (`Fsck.isDamage`). An entry that could not be read (EIO, EACCES, EMFILE, a locked class
+/// key) may be healthy: it is reported `unreadable` and never moved. Damaged extended
+/// attributes are reported, not repaired. `/lost+found` itself is not examined (its entries
+/// are counted), so a second fsck after a repair is clean.
 public final class Fsck {
     public let tree: UserTree
     public let lockTimeout: Double
@@ -58,6 +61,19 @@ public final class Fsck {
         var out = ""
         for ch in name { out += ch == "%" ? "%25" : String(ch) }
         return out
+    }
+
+    /// Whether `error` says the data itself is damaged (authentication or format failure), so
+    /// that repair may act on it. Anything else (an I/O error, a permission, too many open
+    /// files, a locked class key) says nothing about the bytes: reported `unreadable`, no more.
+    static func isDamage(_ error: Error) -> Bool {
+        switch error {
+        case StoreError.integrity, StoreError.unknownVersion, StoreError.corruptStore, StoreError.corruptRecord,
+             CryptoError.authenticationFailed:
+            return true
+        default:
+            return false
+        }
     }
 
     static func openForCheck(_ dirfd: Int32, _ name: [CChar], _ flags: Int32) -> Int32 {
@@ -120,7 +136,7 @@ public final class Fsck {
                     plain = p
                 case .failure(let problem):
                     report(shownInDir, sp, problem.kind, problem.detail)
-                    if repair { try quarantine(dir, e, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true) }
+                    if repair && problem.kind != .unreadable { try quarantine(dir, e, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true) }
                     continue
                 }
                 let path = dir.path.appending(plain)
@@ -162,11 +178,18 @@ public final class Fsck {
                 let companion = Array((e.name + NameCodec.companionSuffix).utf8CString)
                 let fd = openat(dir.fd, companion, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
                 guard fd >= 0 else {
+                    if errno != ENOENT {
+                        return .failure(NameProblem(kind: .unreadable, detail: "cannot open long-name companion: \(String(cString: strerror(errno)))"))
+                    }
                     return .failure(NameProblem(kind: .longNameCompanionMissing, detail: "long-name companion file is missing"))
                 }
                 defer { close(fd) }
-                guard let bytes = try? FileIO.readAll(fd, limit: 4096) else {
-                    return .failure(NameProblem(kind: .longNameCompanionMismatch, detail: "long-name companion is unreadable or too large"))
+                let bytes: [UInt8]
+                do { bytes = try FileIO.readAll(fd, limit: 4096) } catch {
+                    if !Fsck.isDamage(error) {
+                        return .failure(NameProblem(kind: .unreadable, detail: "cannot read long-name companion: \(error)"))
+                    }
+                    return .failure(NameProblem(kind: .longNameCompanionMismatch, detail: "long-name companion is too large"))
                 }
                 full = String(decoding: bytes, as: UTF8.self)
                 guard NameCodec.longEntry(for: full) == e.name else {
@@ -195,6 +218,10 @@ public final class Fsck {
             } catch {
                 let missing = (try? OfflineSys.lstat(fd, DirectoryInfo.fileName)) ?? nil
                 close(fd)
+                guard Fsck.isDamage(error) else {
+                    report(path.description, storePath, .unreadable, "cannot read \(DirectoryInfo.fileName): \(error)")
+                    return false
+                }
                 let detail: String
                 if case StoreError.integrity(_, let d) = error { detail = d } else { detail = "\(error)" }
                 report(path.description, storePath, missing == nil ? .directoryInfoMissing : .directoryInfoDamaged, detail)
@@ -231,7 +258,7 @@ public final class Fsck {
                 switch error {
                 case StoreError.integrity(_, let d): report(display, storePath, .headerDamaged, d)
                 case StoreError.unknownVersion(let f, _): report(display, storePath, .headerDamaged, "unknown header version \(f)")
-                default: report(display, storePath, .unreadable, "\(error)")
+                default: report(display, storePath, .unreadable, "\(error)"); return false
                 }
                 return true
             }
@@ -239,32 +266,44 @@ public final class Fsck {
             let size: UInt64
             do { size = try content.size() }
             catch {
-                let detail: String
-                if case StoreError.integrity(_, let d) = error { detail = d } else { detail = "\(error)" }
-                report(display, storePath, .contentTruncated, detail)
+                guard case StoreError.integrity(_, let d) = error else {
+                    report(display, storePath, .unreadable, "\(error)")
+                    return false
+                }
+                report(display, storePath, .contentTruncated, d)
                 return true
             }
-            let bad = checkChunks(content, size: size)
+            let (bad, failed, failure) = checkChunks(content, size: size)
             progress(.file(display, bytes: size))
+            let total = (size + UInt64(tree.layout.chunkSize) - 1) / UInt64(tree.layout.chunkSize)
+            func chunks(_ list: [UInt64]) -> String {
+                "\(list.count) of \(total) chunk\(total == 1 ? "" : "s")"
+            }
+            func which(_ list: [UInt64]) -> String {
+                "chunk " + list.prefix(10).map(String.init).joined(separator: ", ") + (list.count > 10 ? ", …" : "")
+            }
+            if let failure = failure {
+                report(display, storePath, .unreadable, "\(chunks(failed)) could not be read (\(which(failed))): \(failure)")
+            }
             guard bad.isEmpty else {
-                let total = (size + UInt64(tree.layout.chunkSize) - 1) / UInt64(tree.layout.chunkSize)
-                let list = bad.prefix(10).map(String.init).joined(separator: ", ") + (bad.count > 10 ? ", …" : "")
-                report(display, storePath, .chunkDamaged,
-                       "\(bad.count) of \(total) chunk\(total == 1 ? "" : "s") failed authentication (chunk \(list))")
+                report(display, storePath, .chunkDamaged, "\(chunks(bad)) failed authentication (\(which(bad)))")
                 return true
             }
             return false
         }
 
         /// Reads the file in large blocks; a block that fails is re-read chunk by chunk so that
-        /// every damaged chunk is named, not only the first.
-        mutating func checkChunks(_ content: ContentFile, size: UInt64) -> [UInt64] {
+        /// every damaged chunk is named, not only the first. Returns the chunks that failed
+        /// authentication, and apart from them those that could not be read, with the first
+        /// such error.
+        mutating func checkChunks(_ content: ContentFile, size: UInt64) -> (damaged: [UInt64], unreadable: [UInt64], Error?) {
             let cs = UInt64(tree.layout.chunkSize)
             let chunksPerBlock = max(1, (1 << 20) / tree.layout.chunkSize)
             let block = chunksPerBlock * tree.layout.chunkSize
             let buf = UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 16)
             defer { secureZero(UnsafeMutableRawBufferPointer(start: buf, count: block)); buf.deallocate() }
-            var bad: [UInt64] = []
+            var bad: [UInt64] = [], failed: [UInt64] = []
+            var failure: Error?
             var offset: UInt64 = 0
             while offset < size {
                 let want = Int(min(UInt64(block), size - offset))
@@ -275,18 +314,25 @@ public final class Fsck {
                     var o = offset
                     while o < offset + UInt64(want) {
                         let len = Int(min(cs, size - o))
-                        if let n = try? content.read(into: buf, count: len, offset: o), n == len {
-                            summary.bytesChecked += UInt64(n)
-                            summary.chunksChecked += 1
-                        } else {
+                        do {
+                            if try content.read(into: buf, count: len, offset: o) == len {
+                                summary.bytesChecked += UInt64(len)
+                                summary.chunksChecked += 1
+                            } else {
+                                bad.append(o / cs)
+                            }
+                        } catch where Fsck.isDamage(error) {
                             bad.append(o / cs)
+                        } catch {
+                            failed.append(o / cs)
+                            failure = failure ?? error
                         }
                         o += UInt64(len)
                     }
                 }
                 offset += UInt64(want)
             }
-            return bad
+            return (bad, failed, failure)
         }
 
         mutating func symlink(_ dir: VaultDirectory, _ e: OfflineSys.Entry, path: VaultPath, storePath: String) -> Bool {

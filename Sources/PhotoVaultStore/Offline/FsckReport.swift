@@ -32,7 +32,8 @@ public struct FsckProblem: Equatable, Sendable, CustomStringConvertible {
         case xattrDamaged
         /// A FIFO, socket or device node inside the store.
         case unsupportedType
-        /// The entry could not be read at all (I/O error, permission).
+        /// The entry could not be read (I/O error, permission, a locked class key): not
+        /// damage, the bytes may be intact. Reported only; repair never moves it.
         case unreadable
     }
 
