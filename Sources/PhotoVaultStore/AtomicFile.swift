@@ -59,12 +59,12 @@ public enum AtomicFile {
     /// `dirfd` may be an O_PATH descriptor (the mount keeps its directories open that way),
     /// which fsync refuses with EBADF: the directory is then opened for reading to be synced.
     public static func syncDirectory(_ dirfd: Int32, _ entry: String) throws {
-        if fsync(dirfd) == 0 { return }
+        if FileIO.fsync(dirfd) == 0 { return }
         guard errno == EBADF else { throw StoreError.posix("fsync the directory holding \(entry)") }
         let fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw StoreError.posix("open the directory holding \(entry)") }
         defer { close(fd) }
-        guard fsync(fd) == 0 else { throw StoreError.posix("fsync the directory holding \(entry)") }
+        guard FileIO.fsync(fd) == 0 else { throw StoreError.posix("fsync the directory holding \(entry)") }
     }
 
     /// Same, for the directory that holds `path` (after `mkdir(path)`, for instance).
@@ -79,6 +79,17 @@ public enum AtomicFile {
 
 /// Raw, retrying file I/O helpers.
 public enum FileIO {
+    /// fsync(2) as the offline tools call it (`sync`, `AtomicFile.syncDirectory`). Only tests
+    /// replace it, to see what was synced when or to make it fail.
+    nonisolated(unsafe) static var fsync: (Int32) -> Int32 = { Glibc.fsync($0) }
+
+    /// fsync of a file written under a temp name, before the rename that gives it its name:
+    /// otherwise a crash can leave the name on an empty or partly written file. A failure
+    /// (EIO, ENOSPC) is thrown, not ignored.
+    public static func sync(_ fd: Int32, _ what: String) throws {
+        guard fsync(fd) == 0 else { throw StoreError.posix("fsync \(what)") }
+    }
+
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8], offset: Int64) throws {
         try bytes.withUnsafeBytes { try writeAll(fd, $0.baseAddress, bytes.count, offset: offset) }
     }

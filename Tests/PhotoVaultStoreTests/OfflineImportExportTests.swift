@@ -415,6 +415,52 @@ final class OfflineImportExportTests: XCTestCase {
         try ClassTool(tree: tree, lockTimeout: 0.1).set("/f", to: .none)
     }
 
+    /// A power loss must not leave `export --force` having traded a good local file for an
+    /// empty one: each file is fsync'ed under its temp name before the rename, each local
+    /// directory after its entries, and a failed fsync stops the export before the rename.
+    /// (Through `FileIO.fsync`, which records here what each call synced.)
+    func testExportSyncsEachFileBeforeItsRenameAndEachDirectoryAfterItsEntries() throws {
+        let (tree, scratch) = try OfflineFixture.makeTree(self)
+        OfflineFixture.mkdirs(scratch + "/src/album/sub")
+        OfflineFixture.write(scratch + "/src/album/a.jpg", SecureRandom.bytes(70_000))
+        OfflineFixture.write(scratch + "/src/album/sub/b.jpg", SecureRandom.bytes(5_000))
+        try Importer(tree: tree).import(sources: [scratch + "/src/album"], into: "/")
+        let out = scratch + "/out", old = SecureRandom.bytes(1_000)
+        OfflineFixture.mkdirs(out + "/album")
+        OfflineFixture.write(out + "/album/a.jpg", old)   // the good local file
+
+        func path(_ fd: Int32) -> String {
+            var buf = [CChar](repeating: 0, count: 4096)
+            let n = readlink("/proc/self/fd/\(fd)", &buf, buf.count - 1)
+            return n > 0 ? String(cString: buf) : "?"
+        }
+        defer { FileIO.fsync = { Glibc.fsync($0) } }
+        // The first file fsync fails (EIO): no rename, the local file keeps its bytes.
+        FileIO.fsync = { fd in
+            guard !path(fd).contains("/" + Exporter.tempPrefix) else { errno = EIO; return -1 }
+            return Glibc.fsync(fd)
+        }
+        XCTAssertThrowsError(try Exporter(tree: tree).export(paths: ["/album"], to: out, force: true)) {
+            guard case StoreError.io(let e, let context)? = $0 as? StoreError else { return XCTFail("\($0)") }
+            XCTAssertEqual(e, EIO)
+            XCTAssertTrue(context.hasPrefix("fsync " + out + "/album/"), context)
+        }
+        XCTAssertEqual(OfflineFixture.read(out + "/album/a.jpg"), old)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: out + "/album").filter { $0.hasPrefix(".") }, [])
+
+        // Each file under its temp name, then its directory; /album/sub before /album, DEST last.
+        var synced: [String] = []
+        FileIO.fsync = { fd in synced.append(path(fd)); return Glibc.fsync(fd) }
+        try Exporter(tree: tree).export(paths: ["/album"], to: out, force: true)
+        let real = try XCTUnwrap(RealPath.of(out))
+        let rel = synced.map { $0.hasPrefix(real) ? String($0.dropFirst(real.count)) : $0 }
+                        .map { $0.contains(Exporter.tempPrefix) ? StorePath.dirname($0) + "/TEMP" : $0 }
+        XCTAssertEqual(rel.sorted(), ["", "/album", "/album/TEMP", "/album/sub", "/album/sub/TEMP"])
+        XCTAssertEqual(rel.suffix(2), ["/album", ""], "\(rel)")
+        XCTAssertLessThan(rel.firstIndex(of: "/album/sub/TEMP") ?? 9, rel.firstIndex(of: "/album/sub") ?? 0, "\(rel)")
+        XCTAssertEqual(OfflineFixture.read(out + "/album/sub/b.jpg").count, 5_000)
+    }
+
     func testDamagedFileIsNeverExported() throws {
         let (tree, scratch) = try OfflineFixture.makeTree(self)
         let good = SecureRandom.bytes(300_000)

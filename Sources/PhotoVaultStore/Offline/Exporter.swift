@@ -8,8 +8,9 @@ import PhotoVaultCrypto
 ///
 /// Nothing unauthenticated is ever written: each file is decrypted into a temp file
 /// (`.pvexport-<hex>`) beside its destination and renamed to its real name only after every
-/// chunk authenticated; on failure the temp file is removed and the error is
-/// `.integrity(path: vault path, …)`. Entries whose encrypted name does not decrypt are not
+/// chunk authenticated and the temp file was fsync'ed; each local directory is fsync'ed
+/// after its entries, so after a crash a name holds the old file or the whole new one. On
+/// failure the temp file is removed and the error is `.integrity(path: vault path, …)`. Entries whose encrypted name does not decrypt are not
 /// part of the plaintext view: they are skipped (reported through `progress` and the
 /// summary; `fsck` names them).
 ///
@@ -72,6 +73,8 @@ public final class Exporter {
             try run.entry(entry, stat: st, into: destfd, localPath: StorePath.join(dest, String(decoding: entry.name, as: UTF8.self)),
                           resolver: resolver)
         }
+        // What landed directly in the destination (its subdirectories synced themselves).
+        try AtomicFile.syncDirectory(destfd, dest)
         return run.summary
     }
 
@@ -142,6 +145,7 @@ public final class Exporter {
                 _ = fchmod(fd, st.st_mode & 0o7777)
                 OfflineSys.setTimes(fd, from: st)
             }
+            try AtomicFile.syncDirectory(fd, localPath)
         }
 
         /// Every visible entry of `dir` into the local directory `destfd`.
@@ -211,6 +215,7 @@ public final class Exporter {
             try exportXattrs(from: content.fd, to: fd, display: entry.path.description)
             _ = fchmod(fd, st.st_mode & 0o7777)
             OfflineSys.setTimes(fd, from: st)
+            try FileIO.sync(fd, localPath)   // before the rename: --force must not trade a good file for an empty one
             try OfflineSys.rename(destfd, tmp, destfd, local, replace: force, display: localPath)
             placed = true
             summary.files += 1
