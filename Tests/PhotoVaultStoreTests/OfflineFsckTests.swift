@@ -286,6 +286,30 @@ final class OfflineFsckTests: XCTestCase {
         XCTAssertEqual(try Fsck(tree: tree).run(repair: true).actions, [])
     }
 
+    /// What repair changes is made durable and checked: creating /lost+found syncs the root,
+    /// each move syncs both directories, and a failed fsync stops the repair with its error.
+    func testRepairSyncsWhatItChangesAndStopsOnAFailedSync() throws {
+        let (tree, _, _) = try buildTree()
+        try flip(tree, "/photos/a.jpg", at: Int64(tree.layout.sealedOffset(ofChunk: 1)) + 100)
+        var synced: Set<[UInt64]> = []
+        OfflineFixture.hookFsync(self) { synced.insert(OfflineFixture.identity($0)); return true }
+        let actions = try Fsck(tree: tree).run(repair: true).actions
+        guard actions.count == 1, case .movedToLostAndFound(_, let name) = actions[0] else { return XCTFail("\(actions)") }
+        XCTAssertEqual(name, "photos%2Fa.jpg")
+        for dir in ["/", "/lost+found", "/photos"] {
+            XCTAssertTrue(synced.contains(try OfflineFixture.identity(tree, dir)), dir)
+        }
+
+        let (other, _, _) = try buildTree()
+        try flip(other, "/photos/b.jpg", at: Int64(other.layout.sealedOffset(ofChunk: 1)) + 100)
+        let photos = try OfflineFixture.identity(other, "/photos")
+        OfflineFixture.hookFsync(self) { OfflineFixture.identity($0) != photos }
+        XCTAssertThrowsError(try Fsck(tree: other).run(repair: true)) {
+            guard case StoreError.io(let e, _)? = $0 as? StoreError else { return XCTFail("\($0)") }
+            XCTAssertEqual(e, EIO)
+        }
+    }
+
     func testDamagedXattrIsReportedButNotRepaired() throws {
         let (tree, _, _) = try buildTree()
         let e = try entry(tree, "/docs/short.txt")

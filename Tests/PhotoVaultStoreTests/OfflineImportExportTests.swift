@@ -19,6 +19,30 @@ enum OfflineFixture {
         return path
     }
 
+    /// Routes the offline tools' fsyncs (`FileIO.fsync`) through `see` until the test ends:
+    /// it sees each fd first, and returning false fails that fsync with EIO.
+    static func hookFsync(_ test: XCTestCase, _ see: @escaping (Int32) -> Bool) {
+        FileIO.fsync = { fd in
+            guard see(fd) else { errno = EIO; return -1 }
+            return Glibc.fsync(fd)
+        }
+        test.addTeardownBlock { FileIO.fsync = { Glibc.fsync($0) } }
+    }
+
+    /// Device and inode of an open file, to know which directory an fd is.
+    static func identity(_ fd: Int32) -> [UInt64] {
+        var st = stat()
+        return Glibc.fstat(fd, &st) == 0 ? [UInt64(st.st_dev), UInt64(st.st_ino)] : []
+    }
+
+    static func identity(_ path: String) -> [UInt64] { lstat(path).map { [UInt64($0.st_dev), UInt64($0.st_ino)] } ?? [] }
+
+    /// Same for a directory of a vault (its fd is closed with the VaultDirectory).
+    static func identity(_ tree: UserTree, _ path: String) throws -> [UInt64] {
+        let dir = try VaultResolver(tree: tree).directory(VaultPath(path))
+        return withExtendedLifetime(dir) { identity(dir.fd) }
+    }
+
     /// A new store directory with one initialised user tree; returns the tree and a scratch
     /// directory for local files.
     static func makeTree(_ test: XCTestCase, chunkSize: Int = 65536) throws -> (tree: UserTree, scratch: String) {
@@ -434,12 +458,8 @@ final class OfflineImportExportTests: XCTestCase {
             let n = readlink("/proc/self/fd/\(fd)", &buf, buf.count - 1)
             return n > 0 ? String(cString: buf) : "?"
         }
-        defer { FileIO.fsync = { Glibc.fsync($0) } }
         // The first file fsync fails (EIO): no rename, the local file keeps its bytes.
-        FileIO.fsync = { fd in
-            guard !path(fd).contains("/" + Exporter.tempPrefix) else { errno = EIO; return -1 }
-            return Glibc.fsync(fd)
-        }
+        OfflineFixture.hookFsync(self) { !path($0).contains("/" + Exporter.tempPrefix) }
         XCTAssertThrowsError(try Exporter(tree: tree).export(paths: ["/album"], to: out, force: true)) {
             guard case StoreError.io(let e, let context)? = $0 as? StoreError else { return XCTFail("\($0)") }
             XCTAssertEqual(e, EIO)
@@ -450,7 +470,7 @@ final class OfflineImportExportTests: XCTestCase {
 
         // Each file under its temp name, then its directory; /album/sub before /album, DEST last.
         var synced: [String] = []
-        FileIO.fsync = { fd in synced.append(path(fd)); return Glibc.fsync(fd) }
+        OfflineFixture.hookFsync(self) { synced.append(path($0)); return true }
         try Exporter(tree: tree).export(paths: ["/album"], to: out, force: true)
         let real = try XCTUnwrap(RealPath.of(out))
         let rel = synced.map { $0.hasPrefix(real) ? String($0.dropFirst(real.count)) : $0 }
@@ -459,6 +479,25 @@ final class OfflineImportExportTests: XCTestCase {
         XCTAssertEqual(rel.suffix(2), ["/album", ""], "\(rel)")
         XCTAssertLessThan(rel.firstIndex(of: "/album/sub/TEMP") ?? 9, rel.firstIndex(of: "/album/sub") ?? 0, "\(rel)")
         XCTAssertEqual(OfflineFixture.read(out + "/album/sub/b.jpg").count, 5_000)
+    }
+
+    /// Every directory the tools create survives a crash: its parent is fsync'ed after the
+    /// rename (or mkdir) that made it, for the vault directories import creates for DEST and
+    /// the local ones export creates for its DEST.
+    func testEveryDirectoryCreatedForADestinationIsSyncedInItsParent() throws {
+        let (tree, scratch) = try OfflineFixture.makeTree(self)
+        OfflineFixture.write(scratch + "/a.jpg", SecureRandom.bytes(1_000))
+        var synced: Set<[UInt64]> = []
+        OfflineFixture.hookFsync(self) { synced.insert(OfflineFixture.identity($0)); return true }
+        try Importer(tree: tree).import(sources: [scratch + "/a.jpg"], into: "/new/deeper")
+        XCTAssertTrue(synced.contains(try OfflineFixture.identity(tree, "/")), "the root, which holds /new")
+        XCTAssertTrue(synced.contains(try OfflineFixture.identity(tree, "/new")), "/new, which holds /new/deeper")
+
+        synced = []
+        try Exporter(tree: tree).export(paths: ["/new/deeper/a.jpg"], to: scratch + "/out/new/deeper")
+        for dir in ["", "/out", "/out/new"] {
+            XCTAssertTrue(synced.contains(OfflineFixture.identity(scratch + dir)), "local " + scratch + dir)
+        }
     }
 
     func testDamagedFileIsNeverExported() throws {

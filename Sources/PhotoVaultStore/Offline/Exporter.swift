@@ -87,7 +87,11 @@ public final class Exporter {
         }
         let parent = StorePath.dirname(path)
         if parent != path { try makeLocalDirectories(parent) }
-        guard mkdir(path, 0o777) == 0 || errno == EEXIST else { throw StoreError.posix("mkdir \(path)") }
+        guard mkdir(path, 0o777) == 0 else {
+            if errno == EEXIST { return }
+            throw StoreError.posix("mkdir \(path)")
+        }
+        try AtomicFile.syncParent(of: path)
     }
 
     struct Run {

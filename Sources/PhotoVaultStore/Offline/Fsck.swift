@@ -412,9 +412,9 @@ public final class Fsck {
                     if isLong && e.name.hasPrefix(NameCodec.longPrefix) {
                         unlinkat(dir.fd, e.name + NameCodec.companionSuffix, 0)
                     }
-                    _ = fsync(lf.fd)
-                    _ = fsync(dir.fd)
                     summary.actions.append(.movedToLostAndFound(storePath: storePath, name: name))
+                    try AtomicFile.syncDirectory(lf.fd, Fsck.lostAndFoundName + "/" + name)
+                    try AtomicFile.syncDirectory(dir.fd, storePath)
                     return
                 }
                 attempt += 1

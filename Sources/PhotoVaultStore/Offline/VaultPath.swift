@@ -127,8 +127,9 @@ public struct VaultResolver {
         }
     }
 
-    /// Creates the encrypted directory `entry` (companion first for a long name). Losing a
-    /// race to another creator of the same directory is not an error.
+    /// Creates the encrypted directory `entry` (companion first for a long name), then syncs
+    /// its parent so that the new entry survives a crash. Losing a race to another creator of
+    /// the same directory is not an error.
     func makeDirectory(_ entry: VaultEntry, mode: mode_t) throws {
         try NameCodec.writeCompanion(entry.encoded, in: entry.parent.fd)
         do {
@@ -137,5 +138,6 @@ public struct VaultResolver {
         } catch StoreError.exists {
             return
         }
+        try AtomicFile.syncDirectory(entry.parent.fd, entry.path.description)
     }
 }
