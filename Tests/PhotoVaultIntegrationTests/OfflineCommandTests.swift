@@ -311,6 +311,41 @@ final class OfflineCommandTests: XCTestCase {
         sb.ok("diff -r \(Sandbox.quote(src)) \(Sandbox.quote(out))/v/src")
     }
 
+    /// A source ending in '/' names what it points to, as `cp -r P/ dest/`: a symlink to a
+    /// directory is followed and the directory lands under the link's name (without the
+    /// slash the symlink itself is copied); `F/` for anything but a directory is "Not a
+    /// directory", as cp says. Offline and through a live mount alike.
+    func testATrailingSlashFollowsASymlinkedSourceAsCpDoes() {
+        let sb = Sandbox("pv-offline-slash")
+        sb.initStore()
+        let src = sb.plainDir("src"), q = Sandbox.quote(src)
+        sb.ok("""
+        set -e
+        cd \(q)
+        mkdir -p pics/sub; printf a > pics/a.jpg; printf b > pics/sub/b.jpg
+        ln -s "$PWD/pics" P; ln -s "$PWD/pics/a.jpg" F
+        """)
+        let ref = sb.plainDir("ref"), out = sb.plainDir("out")
+        sb.ok("cp -r \(q)/P/ \(Sandbox.quote(ref))/ && test -d \(Sandbox.quote(ref))/P && ! test -L \(Sandbox.quote(ref))/P")
+
+        XCTAssertEqual(Self.pv(sb, ["import", src + "/P/", "/x"]).status, 0)
+        XCTAssertEqual(Self.pv(sb, ["import", src + "/P", "/z"]).status, 0)
+        XCTAssertEqual(Self.pv(sb, ["export", "/x", "/z", out]).status, 0)
+        let qo = Sandbox.quote(out)
+        sb.ok("diff -r \(Sandbox.quote(ref))/P \(qo)/x/P && ! test -L \(qo)/x/P")
+        XCTAssertEqual(sb.ok("readlink \(qo)/z/P"), src + "/pics\n")   // without the slash: the link itself
+        for bad in [src + "/F/", src + "/pics/a.jpg/"] {
+            assertFailure(Self.pv(sb, ["import", bad, "/y"]), 1, "Not a directory", bad)
+        }
+
+        let mp = sb.mount()
+        let live = Self.pv(sb, ["import", src + "/P/", "/m"])
+        XCTAssertEqual(live.status, 0, live.stderr)
+        XCTAssertEqual(live.stderr, "imported through the live mount at \(mp)\n")
+        sb.ok("diff -r \(Sandbox.quote(ref))/P \(Sandbox.quote(mp))/m/P && ! test -L \(Sandbox.quote(mp))/m/P")
+        assertFailure(Self.pv(sb, ["import", src + "/F/", "/m"]), 1, "Not a directory", "through the mount")
+    }
+
     func testClassSetGetAndList() {
         let (sb, src) = Self.importedTree("pv-offline-class", at: "/c")
 

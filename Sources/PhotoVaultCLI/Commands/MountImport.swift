@@ -79,7 +79,8 @@ extension MountRoute {
         var plan = CopyPlan()
         for source in sources {
             let (dir, name) = try Importer.split(source)
-            resolved.append(Array(StorePath.join(dir, name).utf8))
+            // cp -R follows `P/` as offline does (and lstat and open through it too).
+            resolved.append(Array((StorePath.join(dir, name) + (Importer.followsLink(source) ? "/" : "")).utf8))
             if !force && plan.conflict == nil {
                 _ = plan.walk(resolved[resolved.count - 1], vault: dest.appending(Array(name.utf8)), into: destDir)
             }

@@ -66,10 +66,15 @@ public final class Importer {
         let destDir = try resolver.directory(try VaultPath(vaultDir), create: true)
         for source in sources {
             let (dirPath, name) = try Importer.split(source)
-            let dirfd = open(dirPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard dirfd >= 0 else { throw StoreError.posix("open \(dirPath)") }
+            // `P/` is read as the directory itself ("." in it, opened through the link).
+            let follow = Importer.followsLink(source)
+            let dirfd = open(follow ? source : dirPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard dirfd >= 0 else {
+                if follow && errno == ENOENT { throw StoreError.notFound(source) }
+                throw StoreError.posix("open \(follow ? source : dirPath)")   // ENOTDIR for `file/`, as cp
+            }
             defer { close(dirfd) }
-            let cname = Array(name.utf8CString)
+            let cname = Array((follow ? "." : name).utf8CString)
             guard let st = try OfflineSys.lstat(dirfd, cname) else { throw StoreError.notFound(source) }
             let plain = Array(name.utf8)
             let entry = VaultEntry(parent: destDir, name: plain, encoded: tree.names.encode(plain, in: destDir.info))
@@ -79,6 +84,11 @@ public final class Importer {
         try AtomicFile.syncDirectory(destDir.fd, vaultDir)
         return run.summary
     }
+
+    /// Whether a source names what it points to, as for `cp -r`: `P/` with a trailing slash
+    /// follows a symlink `P` and must be a directory (ENOTDIR otherwise), still landing under
+    /// its own name `P`; without the slash a symlink is copied as a symlink.
+    public static func followsLink(_ source: String) -> Bool { source.count > 1 && source.hasSuffix("/") }
 
     /// Local source path → (its directory, its own name). `dir/.`, `..` and `/` are resolved
     /// with realpath so that every source has a real name to land under.
