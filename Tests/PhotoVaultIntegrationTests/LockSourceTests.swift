@@ -69,6 +69,17 @@ final class LockSourceTests: XCTestCase {
         s.unmount(mp)
     }
 
+    /// With --idle 2s and nothing touching the mount since `event` (just now): `locked`
+    /// becomes true within 8 s, and not before the idle time has passed.
+    static func assertIdleLock(_ outcome: String, after event: String, file: StaticString = #filePath, line: UInt = #line,
+                               _ locked: () -> Bool) {
+        let t0 = Date()
+        XCTAssertTrue(Harness.waitUntil(8) { locked() }, "not \(outcome) 8 s after \(event) with --idle 2s", file: file, line: line)
+        let idle = Date().timeIntervalSince(t0)
+        print(String(format: "--idle 2s: %@ %.2f s after %@", outcome, idle, event))
+        XCTAssertGreaterThan(idle, 1.5, "\(outcome) before the idle time had passed", file: file, line: line)
+    }
+
     func testIdleTimeoutLocksOnlyWithoutActivity() throws {
         let s = Sandbox("lock-idle")
         s.initStore()
@@ -82,11 +93,7 @@ final class LockSourceTests: XCTestCase {
         }
         XCTAssertTrue(Harness.isMounted(mp), "locked although the vault was in use")
         let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
-        let t0 = Date()
-        XCTAssertTrue(Harness.waitUntil(8) { !Harness.isMounted(mp) }, "not unmounted after 2 s idle")
-        let idle = Date().timeIntervalSince(t0)
-        print(String(format: "--idle 2s: unmounted %.2f s after the last access", idle))
-        XCTAssertGreaterThan(idle, 1.5, "unmounted before the idle time had passed")
+        Self.assertIdleLock("unmounted", after: "the last access") { !Harness.isMounted(mp) }
         XCTAssertTrue(Harness.waitUntil(5) { !MountProbe.isAlive(pid) })
     }
 
@@ -101,12 +108,7 @@ final class LockSourceTests: XCTestCase {
         let unlock = s.pv(["unlock", mp, "--user", "alice", "--passfile", s.passfile])
         XCTAssertEqual(unlock.status, 0, unlock.stderr)
         XCTAssertEqual(MountProbe.state(s, mp), "unlocked")
-        let t0 = Date()
-        XCTAssertTrue(Harness.waitUntil(8) { MountProbe.state(s, mp) == "locked" },
-                      "still unlocked 8 s after the unlock, untouched, with --idle 2s")
-        let again = Date().timeIntervalSince(t0)
-        print(String(format: "--idle 2s: locked again %.2f s after the unlock", again))
-        XCTAssertGreaterThan(again, 1.5, "locked again before the idle time had passed")
+        Self.assertIdleLock("locked again", after: "the unlock") { MountProbe.state(s, mp) == "locked" }
         s.unmount(mp)
     }
 
