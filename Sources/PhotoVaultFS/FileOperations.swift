@@ -135,7 +135,6 @@ extension VaultFileSystem {
     func open(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
         guard let fi else { fuse_reply_err(req, EINVAL); return }
         do {
-            if opensRefused { throw FSError.locked }
             let node = try table.require(ino)
             guard node.isRegular else { throw node.isDirectory ? FSError.isDirectory : FSError.posix(ENXIO) }
             let flags = fi.pointee.flags
