@@ -39,7 +39,7 @@ let package = Package(
         // Integration tests: drive the built `photovault` binary and real tools on a real mount.
         .testTarget(name: "PhotoVaultFSTests", dependencies: ["PhotoVaultFS", "PhotoVaultStore", "PhotoVaultCrypto"]),
         // End-to-end: the built `photovault` binary, real mounts, real tools, a private D-Bus.
-        .testTarget(name: "PhotoVaultIntegrationTests", dependencies: ["photovault", "PhotoVaultStore", "PhotoVaultCrypto"]),
+        .testTarget(name: "PhotoVaultIntegrationTests", dependencies: ["photovault", "PhotoVaultStore", "PhotoVaultCrypto", "CLinux"]),
     ],
     swiftLanguageModes: [.v5]
 )

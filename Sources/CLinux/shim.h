@@ -36,4 +36,10 @@ static inline int pv_reserve(int fd, long long offset, long long length) {
 }
 /* syslog is variadic: log one preformatted string. */
 static inline void pv_syslog(int priority, const char *msg) { syslog(priority, "%s", msg); }
+/* memmem is a GNU extension (hidden without _GNU_SOURCE); the tests search process memory with it. */
+extern void *memmem(const void *haystack, size_t haystacklen, const void *needle, size_t needlelen);
+static inline int pv_contains(const void *hay, size_t hayLen, const void *needle, size_t needleLen) {
+    return memmem(hay, hayLen, needle, needleLen) != NULL;
+}
+
 #endif

@@ -16,6 +16,14 @@ public enum Sodium {
     public static func makeProcessNotDumpable() -> Bool { pv_set_not_dumpable() == 0 }
 
     public static var processIsDumpable: Bool { pv_is_dumpable() != 0 }
+
+    /// Locks all of the process's memory against swapping, now and for every later mapping,
+    /// each page as it is first touched. For the mount daemon: plaintext passes through
+    /// buffers that are not `sodium_malloc`'d (libfuse's request buffers, read replies,
+    /// decrypted names), and none of it may reach a swap device. Returns 0 or the errno
+    /// (ENOMEM or EPERM when RLIMIT_MEMLOCK is below the process's size and it lacks
+    /// CAP_IPC_LOCK, as for most unprivileged users).
+    public static func lockAllMemory() -> Int32 { pv_lock_all_memory() }
 }
 
 /// Cryptographically secure random bytes.

@@ -197,9 +197,13 @@ extension VaultFileSystem {
     func read(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ off: off_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
         guard let h = handle(fi) else { fuse_reply_err(req, EBADF); return }
         let buf = UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 16)
-        defer { buf.deallocate() }
+        // The reply is plaintext: zeroed before the memory goes back to the allocator, so
+        // freed heap does not keep photos after their pages leave the cache (or after a lock).
+        var used = size
+        defer { secureZero(UnsafeMutableRawBufferPointer(start: buf, count: used)); buf.deallocate() }
         do {
             let n = try h.content.read(into: buf, count: size, offset: Int64(off))
+            used = n
             fuse_reply_buf(req, buf.assumingMemoryBound(to: CChar.self), n)
         } catch {
             fail(req, error, "read \(table.path(of: ino)) at \(off)")

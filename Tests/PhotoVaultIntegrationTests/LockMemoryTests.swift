@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import PhotoVaultCrypto
 import PhotoVaultStore
@@ -23,12 +24,17 @@ final class LockMemoryTests: XCTestCase {
     /// Every readable mapping of `pid` (from /proc/PID/maps, read through /proc/PID/mem) that
     /// contains `needle`: "start-end perms name".
     static func regionsContaining(pid: pid_t, _ needle: [UInt8]) throws -> (hits: [String], bytesRead: Int) {
+        let regions = try readableRegions(pid: pid)
+        return (regions.filter { Sandbox.contains($0.bytes, needle) }.map(\.line), regions.reduce(0) { $0 + $1.bytes.count })
+    }
+
+    /// Every readable mapping of `pid` with its bytes, read through /proc/PID/mem.
+    static func readableRegions(pid: pid_t) throws -> [(line: String, bytes: [UInt8])] {
         let maps = try Self.readProcFile("/proc/\(pid)/maps")
         let fd = open("/proc/\(pid)/mem", O_RDONLY)
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         defer { close(fd) }
-        var hits: [String] = []
-        var total = 0
+        var out: [(line: String, bytes: [UInt8])] = []
         for line in maps.split(separator: "\n") {
             let f = line.split(separator: " ", omittingEmptySubsequences: true)
             guard f.count >= 2, f[1].hasPrefix("r") else { continue }
@@ -38,10 +44,9 @@ final class LockMemoryTests: XCTestCase {
             var region = [UInt8](repeating: 0, count: Int(end - start))
             let n = region.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(Int64(bitPattern: start))) }
             guard n > 0 else { continue }
-            total += n
-            if Sandbox.contains(Array(region[0..<n]), needle) { hits.append(String(line)) }
+            out.append((String(line), Array(region[0..<n])))
         }
-        return (hits, total)
+        return out
     }
 
     /// /proc files report size 0, and String(contentsOfFile:) then reads only the first page.
@@ -129,5 +134,93 @@ final class LockMemoryTests: XCTestCase {
         usleep(500_000)
         XCTAssertFalse(FileManager.default.fileExists(atPath: cwd + "/core"), "the mount daemon dumped core: it is dumpable")
         Harness.forceUnmount(mp)
+    }
+
+    /// Plaintext crosses buffers outside sodium_malloc (libfuse's request buffers, read
+    /// replies), so the whole daemon is locked against swapping: every resident page of every
+    /// mapping, including the heap and the worker threads' stacks, is locked
+    /// (/proc/PID/smaps "Locked" equals "Rss"). The daemon here runs as root (CAP_IPC_LOCK).
+    func testDaemonMemoryIsLockedAgainstSwap() throws {
+        let s = Sandbox("lock-mlock")
+        s.initStore()
+        let mp = s.mount()
+        // Traffic first, so libfuse's buffers and the worker threads exist, and a control
+        // request (status), whose buffers once unlocked the heap pages around them.
+        _ = s.ok("dd if=/dev/urandom of='\(mp)/a.raw' bs=256k count=8 status=none && cat '\(mp)/a.raw' > /dev/null")
+        XCTAssertEqual(MountProbe.state(s, mp), "unlocked")
+        let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
+        let smaps = try Self.readProcFile("/proc/\(pid)/smaps")
+        // Private memory is where plaintext can be: anonymous mappings, the heap and stacks.
+        // (Locked counts shared pages of libraries in proportion, as Pss does, so those are
+        // left out; [vvar], [vdso] and [vsyscall] are kernel pages mlock never applies to.)
+        var header = "", rss = 0, resident = 0, unlocked: [String] = []
+        for line in smaps.split(separator: "\n") {
+            let f = line.split(separator: " ", omittingEmptySubsequences: true)
+            if let first = f.first, first.contains("-"), first.first?.isHexDigit == true {
+                header = f.count >= 6 && !f[5].hasPrefix("[heap") && !f[5].hasPrefix("[stack") ? "" : String(line)
+                continue
+            }
+            guard !header.isEmpty, f.count >= 2, let kb = Int(f[1]) else { continue }
+            if f[0] == "Rss:" { rss = kb; resident += kb }
+            if f[0] == "Locked:", kb < rss { unlocked.append("\(header): rss \(rss) kB locked \(kb) kB") }
+        }
+        XCTAssertGreaterThan(resident, 1024, "smaps shows under 1 MiB of private memory resident: the check would prove nothing")
+        XCTAssertEqual(unlocked, [], "daemon mappings with resident pages not locked against swap")
+        s.unmount(mp)
+    }
+
+    /// Without CAP_IPC_LOCK and under a finite RLIMIT_MEMLOCK (here 8 MiB, the default an
+    /// ordinary user has; raising it would need CAP_SYS_RESOURCE) the daemon does not lock
+    /// all its memory: MCL_FUTURE would make later allocations fail once the limit was
+    /// reached. It serves as before, with only its keys locked.
+    func testDaemonUnderAFiniteMemlockLimitLocksOnlyItsKeys() throws {
+        let s = Sandbox("lock-nomlock")
+        s.initStore()
+        let mp = s.mountWrapped("prlimit --memlock=8388608:8388608 setpriv --bounding-set -ipc_lock --inh-caps -ipc_lock --", at: "mnt-noipc")
+        let q = Sandbox.quote(mp)
+        let sums = s.ok("dd if=/dev/urandom of=\(s.root)/src bs=1M count=8 status=none && cp \(s.root)/src \(q)/f && sha256sum < \(s.root)/src && sha256sum < \(q)/f")
+        let lines = sums.split(separator: "\n")
+        XCTAssertEqual(lines.count, 2)
+        XCTAssertEqual(lines.first, lines.last)
+        let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
+        let status = try Self.readProcFile("/proc/\(pid)/status")
+        let capEff = status.split(separator: "\n").first { $0.hasPrefix("CapEff:") }.flatMap { UInt64($0.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16) }
+        XCTAssertEqual(try XCTUnwrap(capEff, status) & (1 << 14), 0, "the daemon still holds CAP_IPC_LOCK")
+        XCTAssertTrue(status.contains("VmLck:"), status)
+        let lck = status.split(separator: "\n").first { $0.hasPrefix("VmLck:") }.flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") }
+        let locked = try XCTUnwrap(lck, status)
+        XCTAssertLessThan(locked, 16 * 1024, "VmLck \(locked) kB: the daemon locked all its memory under a finite limit")
+        XCTAssertGreaterThan(locked, 0, "the daemon's keys are not in locked memory")
+        s.unmount(mp)
+    }
+
+    /// A read reply is plaintext in a heap buffer: it is zeroed before it is freed, so the
+    /// daemon keeps no copy of a photo it served. The file is imported offline (it never
+    /// passed through the daemon's write path), read through the mount, and the daemon's
+    /// memory is searched for pieces of it from start to end.
+    func testReadRepliesLeaveNoPlaintextInTheDaemon() throws {
+        let s = Sandbox("lock-readbuf")
+        s.initStore()
+        var bytes = [UInt8](repeating: 0, count: 600 * 1024)
+        for i in bytes.indices { bytes[i] = UInt8(truncatingIfNeeded: (i &* 2654435761) >> 13) ^ UInt8(truncatingIfNeeded: i / 4093) }
+        let src = s.root + "/photo.raw"
+        try Data(bytes).write(to: URL(fileURLWithPath: src))
+        XCTAssertEqual(OfflineCommandTests.pv(s, ["import", src, "/"]).status, 0)
+        let mp = s.mount()
+        let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
+        let read = try Data(contentsOf: URL(fileURLWithPath: mp + "/photo.raw"))
+        XCTAssertEqual(Array(read), bytes)
+        // 64-byte pieces at every 16 KiB (each chunk and read request has several).
+        let regions = try Self.readableRegions(pid: pid)
+        var leaked: [Int] = []
+        for off in stride(from: 0, to: bytes.count - 64, by: 16 * 1024) {
+            let piece = Array(bytes[off..<off + 64])
+            for r in regions where pv_contains(r.bytes, r.bytes.count, piece, 64) != 0 { leaked.append(off); break }
+        }
+        XCTAssertEqual(leaked, [], "the daemon's memory still holds the plaintext at these offsets")
+        // The search works: the control key is in memory while unlocked.
+        let key = try Self.completeClassKey(store: s.store, user: "alice", password: Sandbox.password)
+        XCTAssertFalse(try Self.regionsContaining(pid: pid, key).hits.isEmpty, "memory search found no key: it would prove nothing")
+        s.unmount(mp)
     }
 }

@@ -131,14 +131,8 @@ final class MountAccessTests: XCTestCase {
     func testWriteOpensAreCheckedEachTimeWithoutPermissionOverride() throws {
         let sb = Sandbox("pv-perm-shared")
         sb.initStore()
-        let mp = sb.root + "/mnt-nodac"
-        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
         let noDAC = "setpriv --bounding-set -dac_override,-dac_read_search"
-        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
-            .map(Sandbox.quote).joined(separator: " ")
-        sb.ok("\(noDAC) \(mount)")
-        sb.mounts.append(mp)
-        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) })
+        let mp = sb.mountWrapped(noDAC, at: "mnt-nodac")
         let plain = sb.plainDir("plain")
         let script = """
             printf 'x\\n' > f; exec 3<f; chmod 444 f; if (echo y >> f) 2>/dev/null; then echo f-written; else echo f-refused; fi; exec 3<&-

@@ -88,14 +88,8 @@ final class MountNameHygieneTests: XCTestCase {
         sb.ok("cd \(Sandbox.quote(src)) && for i in $(seq 1 400); do printf 'EMFILE-%s' $i > p$i.jpg; done")
         let imp = OfflineCommandTests.pv(sb, ["import", src, "/many"])
         XCTAssertEqual(imp.status, 0, imp.stderr)
-        let mp = sb.root + "/mnt-limited"
-        try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
-            .map(Sandbox.quote).joined(separator: " ")
-        sb.ok("setpriv --bounding-set -sys_resource --inh-caps -sys_resource -- prlimit --nofile=300:300 \(mount)")
-        sb.mounts.append(mp)
+        let mp = sb.mountWrapped("setpriv --bounding-set -sys_resource --inh-caps -sys_resource -- prlimit --nofile=300:300", at: "mnt-limited")
         let q = Sandbox.quote(mp)
-        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) }, "mount did not appear")
         let pid = MountProbe.daemonPID(sb, mp).map { "\($0)" } ?? "none"
         XCTAssertEqual(sb.ok("grep 'Max open files' /proc/\(pid)/limits | awk '{print $4, $5}'"), "300 300\n")
         let listing = sb.run("ls -l \(q)/many/many")
@@ -145,13 +139,7 @@ final class MountNameHygieneTests: XCTestCase {
     func testRmdirOfAReadOnlyDirectoryWithoutPermissionOverride() throws {
         let sb = Sandbox("pv-rmdir-ro")
         sb.initStore()
-        let mp = sb.root + "/mnt-nodac"
-        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
-            .map(Sandbox.quote).joined(separator: " ")
-        sb.ok("setpriv --bounding-set -dac_override,-dac_read_search \(mount)")
-        sb.mounts.append(mp)
-        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) })
+        let mp = sb.mountWrapped("setpriv --bounding-set -dac_override,-dac_read_search", at: "mnt-nodac")
         let q = Sandbox.quote(mp)
         sb.ok("mkdir \(q)/empty \(q)/full && touch \(q)/full/kept.jpg && chmod 555 \(q)/empty \(q)/full")
         sb.ok("rmdir \(q)/empty")

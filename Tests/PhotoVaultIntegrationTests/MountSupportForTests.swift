@@ -4,6 +4,19 @@ import XCTest
 /// Small helpers shared by the end-to-end mount tests (kept out of Harness.swift, which
 /// other engineers also edit).
 extension Sandbox {
+    /// Mounts alice's vault at ROOT/`name` through a wrapper command line (`setpriv ...`,
+    /// `prlimit ...`) placed before `photovault mount`; waits for the mount and returns it.
+    func mountWrapped(_ wrapper: String, at name: String, file: StaticString = #filePath, line: UInt = #line) -> String {
+        let mp = root + "/" + name
+        try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let mount = [Harness.binary, "mount", mp, "--store", store, "--user", "alice", "--passfile", passfile, "--no-dbus"]
+            .map(Sandbox.quote).joined(separator: " ")
+        ok("\(wrapper) \(mount)", file: file, line: line)
+        mounts.append(mp)
+        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) }, "mount did not appear", file: file, line: line)
+        return mp
+    }
+
     /// Runs a bash script with the sandbox's environment and asserts it succeeded; returns stdout.
     @discardableResult
     func ok(_ script: String, timeout: Double = 300, file: StaticString = #filePath, line: UInt = #line) -> String {

@@ -45,6 +45,7 @@ enum MountDaemon {
     static func serve(settings: MountSettings, masterKey: SecureBytes, treeID: [UInt8],
                       reporter: ReadyReporter?, log: @escaping @Sendable (String) -> Void) -> Int32 {
         Sodium.makeProcessNotDumpable()
+        lockMemory(log: log)
         let layout = StoreLayout(root: settings.store)
         let config: StoreConfig
         do { config = try layout.loadConfig() } catch {
@@ -238,6 +239,44 @@ enum Logger {
         return { msg in
             msg.withCString { m in pv_syslog(LOG_NOTICE, m) }
         }
+    }
+}
+
+extension MountDaemon {
+    /// Plaintext crosses buffers outside `sodium_malloc` (libfuse's request buffers, read
+    /// replies, names): the whole daemon is locked in RAM so none of it reaches swap. Only
+    /// with CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK: under a finite limit, MCL_FUTURE
+    /// would make a later mmap (a new worker's stack, a malloc arena) fail once the locked
+    /// size reached it. Without it nothing is locked; that matters only when swap is on,
+    /// and then the daemon log says so.
+    static func lockMemory(log: @Sendable (String) -> Void) {
+        var lim = rlimit()
+        getrlimit(__rlimit_resource_t(__RLIMIT_MEMLOCK.rawValue), &lim)
+        let unlimited = lim.rlim_cur == rlim_t.max
+        var reason = "ulimit -l is \(lim.rlim_cur / 1024) KiB and CAP_IPC_LOCK is not held"
+        if unlimited || hasIPCLockCapability() {
+            let err = Sodium.lockAllMemory()
+            if err == 0 { SecretBuffer.noteWholeProcessLocked(); return }
+            reason = "mlockall: " + String(cString: strerror(err))
+        }
+        if swapIsActive() {
+            log("warning: memory not locked (\(reason)): plaintext buffers may reach swap; use encrypted swap or run the mount with CAP_IPC_LOCK")
+        }
+    }
+
+    /// CAP_IPC_LOCK (bit 14) in the effective set, from /proc/self/status's CapEff.
+    static func hasIPCLockCapability() -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+              let mask = UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
+        return mask & (1 << 14) != 0
+    }
+
+    /// True when /proc/swaps lists a swap device or file (its first line is a header).
+    static func swapIsActive() -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/swaps", encoding: .utf8) else { return false }
+        return text.split(separator: "\n").count > 1
     }
 }
 
