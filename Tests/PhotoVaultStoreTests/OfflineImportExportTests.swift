@@ -500,6 +500,59 @@ final class OfflineImportExportTests: XCTestCase {
         }
     }
 
+    /// A long name's companion is written before its entry (FORMAT.md section 6). When the
+    /// entry then is not made (the fsync after the companion fails, or the final rename
+    /// does), the companion is removed again; it used to stay behind as an orphan that fsck
+    /// reports. A long-named file that --force was replacing keeps its companion and bytes.
+    func testAFailedImportLeavesNoOrphanCompanion() throws {
+        let (tree, scratch) = try OfflineFixture.makeTree(self)
+        let long = scratch + "/" + String(repeating: "n", count: 200) + ".jpg", short = scratch + "/s.jpg"
+        let first = SecureRandom.bytes(5_000)
+        OfflineFixture.write(long, first)
+        OfflineFixture.write(short, [1])
+        let importer = Importer(tree: tree)
+        try importer.import(sources: [short], into: "/a")
+        func storeNames() throws -> [String] {
+            let dir = try VaultResolver(tree: tree).directory(VaultPath("/a"))
+            return try withExtendedLifetime(dir) { try OfflineSys.list(dir.fd).map(\.name) }
+        }
+        let before = try storeNames()
+        // Armed once: at the first fsync of a directory that holds a companion (the one
+        // after the companion landed), `act` runs and decides whether the fsync succeeds.
+        func failOnce(_ act: @escaping (Int32) -> Bool) {
+            var armed = true
+            OfflineFixture.hookFsync(self) { fd in
+                guard armed, ((try? OfflineSys.list(fd)) ?? []).contains(where: { $0.name.hasSuffix(NameCodec.companionSuffix) }) else { return true }
+                armed = false
+                return act(fd)
+            }
+        }
+        // The final rename fails: its temp file is gone (ENOENT).
+        let dropTemp: (Int32) -> Bool = { fd in
+            for e in (try? OfflineSys.list(fd)) ?? [] where e.name.hasPrefix(AtomicFile.tempPrefix) { unlinkat(fd, e.name, 0) }
+            return true
+        }
+        failOnce { _ in false }
+        XCTAssertThrowsError(try importer.import(sources: [long], into: "/a")) { XCTAssertEqual(($0 as? StoreError)?.errno, EIO) }
+        XCTAssertEqual(try storeNames(), before, "a companion or temp file left behind after a failed fsync")
+        failOnce(dropTemp)
+        XCTAssertThrowsError(try importer.import(sources: [long], into: "/a")) { XCTAssertEqual(($0 as? StoreError)?.errno, ENOENT) }
+        XCTAssertEqual(try storeNames(), before, "a companion or temp file left behind after a failed rename")
+        XCTAssertTrue(try Fsck(tree: tree).run().isClean)
+
+        // An existing long-named file being replaced keeps its companion when the rename fails.
+        try importer.import(sources: [long], into: "/a")
+        let withFile = try storeNames()
+        XCTAssertEqual(withFile.filter { $0.hasSuffix(NameCodec.companionSuffix) }.count, 1)
+        OfflineFixture.write(long, SecureRandom.bytes(7_000))
+        failOnce(dropTemp)
+        XCTAssertThrowsError(try importer.import(sources: [long], into: "/a", force: true))
+        XCTAssertEqual(try storeNames(), withFile)
+        XCTAssertTrue(try Fsck(tree: tree).run().isClean)
+        try Exporter(tree: tree).export(paths: ["/a"], to: scratch + "/out")
+        XCTAssertEqual(OfflineFixture.read(scratch + "/out/a/" + StorePath.basename(long)), first)
+    }
+
     func testDamagedFileIsNeverExported() throws {
         let (tree, scratch) = try OfflineFixture.makeTree(self)
         let good = SecureRandom.bytes(300_000)

@@ -9,8 +9,9 @@ import PhotoVaultCrypto
 ///
 /// Crash safety: a file is written under a `.pvtmp-` name in its target directory, synced,
 /// given its mode and times, and only then renamed to its encrypted name (a long name's
-/// companion is written before that rename). An interrupted import therefore never leaves a
-/// half-written file under a real name; `photovault fsck --repair` removes the temp files.
+/// companion is written before that rename, and removed again if the rename fails). An
+/// interrupted import therefore never leaves a half-written file under a real name;
+/// `photovault fsck --repair` removes the temp files.
 ///
 /// Standard input: `sources == ["-"]` reads stdin to end of file into a new regular file
 /// whose full vault path is `into` (DEST is then the file, not a directory; its parent
@@ -217,8 +218,9 @@ public final class Importer {
             _ = fchmod(fd, st.map { $0.st_mode & 0o7777 } ?? Importer.stdinMode)
             try content.sync()
             if let st = st { OfflineSys.setTimes(fd, from: st) }
-            try NameCodec.writeCompanion(entry.encoded, in: dirfd)
-            try OfflineSys.rename(dirfd, Array(tmp.utf8CString), dirfd, entry.cName, replace: force, display: display)
+            try entry.create {
+                try OfflineSys.rename(dirfd, Array(tmp.utf8CString), dirfd, entry.cName, replace: force, display: display)
+            }
             placed = true
             summary.files += 1
             summary.bytes += offset
@@ -237,8 +239,9 @@ public final class Importer {
             var placed = false
             defer { if !placed { unlinkat(entry.parent.fd, tmp, 0) } }
             OfflineSys.setTimes(entry.parent.fd, tmp, from: st)
-            try NameCodec.writeCompanion(entry.encoded, in: entry.parent.fd)
-            try OfflineSys.rename(entry.parent.fd, Array(tmp.utf8CString), entry.parent.fd, entry.cName, replace: force, display: display)
+            try entry.create {
+                try OfflineSys.rename(entry.parent.fd, Array(tmp.utf8CString), entry.parent.fd, entry.cName, replace: force, display: display)
+            }
             placed = true
             summary.symlinks += 1
             progress(.symlink(display))

@@ -59,6 +59,23 @@ public struct VaultEntry {
 
     /// `lstat` of the ciphertext entry; nil when it does not exist.
     public func stat() throws -> stat? { try OfflineSys.lstat(parent.fd, cName) }
+
+    /// Creates the entry with `create` (a rename or a mkdir) after its long name's companion
+    /// (FORMAT.md section 6: companions first). If that fails and the entry is not there,
+    /// the companion just written is removed again: it would be an orphan. An entry that is
+    /// there (one `force` was replacing, or a concurrent creator's) keeps its companion,
+    /// which is the same file.
+    func create(_ create: () throws -> Void) throws {
+        do {
+            try NameCodec.writeCompanion(encoded, in: parent.fd)
+            try create()
+        } catch {
+            var missing = false   // an entry that cannot be looked at keeps its companion
+            do { missing = try self.stat() == nil } catch {}
+            if missing { NameCodec.removeCompanion(encoded, in: parent.fd) }
+            throw error
+        }
+    }
 }
 
 /// Walks plaintext paths through a user tree: each component is encrypted with the
@@ -131,10 +148,11 @@ public struct VaultResolver {
     /// its parent so that the new entry survives a crash. Losing a race to another creator of
     /// the same directory is not an error.
     func makeDirectory(_ entry: VaultEntry, mode: mode_t) throws {
-        try NameCodec.writeCompanion(entry.encoded, in: entry.parent.fd)
         do {
-            _ = try DirectoryInfo.makeDirectory(in: entry.parent.fd, entry: entry.encoded.entry, mode: mode,
-                                                defaultClass: entry.parent.info.defaultClass, keyring: tree.keyring)
+            try entry.create {
+                _ = try DirectoryInfo.makeDirectory(in: entry.parent.fd, entry: entry.encoded.entry, mode: mode,
+                                                    defaultClass: entry.parent.info.defaultClass, keyring: tree.keyring)
+            }
         } catch StoreError.exists {
             return
         }
