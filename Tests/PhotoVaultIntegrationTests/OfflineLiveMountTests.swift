@@ -125,6 +125,55 @@ final class OfflineLiveMountTests: XCTestCase {
         XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
     }
 
+    /// FIFOs, sockets and devices in a source are skipped through the mount as offline
+    /// (cp -R used to recreate them in the vault): each named on stderr with the offline
+    /// line, in the offline order, exit 26, everything else copied with its modes and
+    /// times, also in a directory that held a skipped entry. Export, which reads the store
+    /// beside the mount, skips such entries made on the mount as it does offline.
+    func testImportThroughTheMountSkipsSpecialFilesAsOffline() {
+        let sb = Sandbox("pv-live-special")
+        sb.initStore()
+        let src = sb.plainDir("src"), q = Sandbox.quote(src)
+        sb.ok("""
+        set -e
+        mkdir -p \(q)/album/deep \(q)/plain
+        printf a > \(q)/album/a.jpg; printf b > \(q)/album/deep/b.jpg; printf c > \(q)/plain/c.jpg
+        mkfifo \(q)/album/pipe \(q)/album/deep/fifo
+        mknod \(q)/album/null c 1 3
+        chmod 0750 \(q)/album/deep; chmod 0751 \(q)/album; chmod 0705 \(q)/plain
+        touch -d '2016-01-01 00:00:00.25' \(q)/album/deep \(q)/album \(q)/plain \(q)
+        """)
+        let offline = T.pv(sb, ["import", src, "/off"])
+        XCTAssertEqual(offline.status, 26, offline.stderr)
+        let skips = ["/album/deep/fifo", "/album/null", "/album/pipe"]
+        func lines(_ at: String) -> String {
+            skips.map { "photovault: skipped \(at)/src\($0): not a regular file, directory or symlink\n" }.joined()
+        }
+        XCTAssertTrue(offline.stderr.hasPrefix(lines("/off")), offline.stderr)
+
+        let mp = sb.mount()
+        let live = T.pv(sb, ["import", src, "/live"])
+        XCTAssertEqual(live.status, 26, live.stderr)
+        XCTAssertEqual(live.stderr, lines("/live") + "imported through the live mount at \(mp); 3 skipped (named above)\n")
+        XCTAssertEqual(sb.ok("find \(Sandbox.quote(mp)) ! -type f ! -type d"), "")
+        XCTAssertEqual(T.listing(sb, mp + "/live/src"), T.listing(sb, mp + "/off/src"))
+        XCTAssertTrue(T.listing(sb, mp + "/live/src").contains("album/deep drwxr-x--- - 1451606400.2500000000"))
+        // With --force the same entries are skipped again, the rest replaced.
+        let forced = T.pv(sb, ["import", "--force", src, "/live"])
+        XCTAssertEqual(forced.status, 26, forced.stderr)
+        XCTAssertEqual(forced.stderr, lines("/live") + "imported through the live mount at \(mp); 3 skipped (named above)\n")
+        XCTAssertEqual(sb.ok("find \(Sandbox.quote(mp)) ! -type f ! -type d"), "")
+
+        sb.ok("mkfifo \(Sandbox.quote(mp))/live/src/album/made-on-mount")
+        let exp = T.pv(sb, ["export", "/live/src/album", sb.plainDir("out")])
+        XCTAssertEqual(exp.status, 26, exp.stderr)
+        XCTAssertTrue(exp.stderr.hasPrefix("photovault: skipped /live/src/album/made-on-mount: not a regular file, directory or symlink in the store\n"),
+                      exp.stderr)
+        sb.unmount(mp)
+        XCTAssertEqual(T.pv(sb, ["fsck"]).status, 21)   // only the FIFO made on the mount
+        sb.assertNoPlaintext(["album", "deep", "plain"])
+    }
+
     func testImportWithClassThroughTheLiveMount() {
         let (sb, src) = T.sandboxWithTree("pv-live-class")
         let mp = sb.mount()

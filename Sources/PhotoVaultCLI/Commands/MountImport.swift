@@ -62,51 +62,81 @@ extension MountRoute {
     }
 
     /// `import SOURCE... DEST`: `cp -R` into DEST (created if missing), each SOURCE under
-    /// its own name as offline (`dir/.` lands under dir's real name). Without `force` the
-    /// sources are first walked against the mount in the offline importer's order (sources
-    /// as given, each directory's entries sorted by name): an existing file or symlink, or
-    /// a file, symlink or directory in the way of the other kind, is the offline `exists`
-    /// error (exit 20). Then, as offline, only what comes before that first conflict is
-    /// copied (existing directories are merged) and the error is thrown; without a
-    /// conflict one `cp -R -n` copies everything. With a class, every file the copy
-    /// created or replaced then gets it; directories keep the default class they got from
-    /// their parent and symlinks have none, exactly as offline. The class is set after the
-    /// copy (cp cannot set it first), which changes only the header and keeps the times cp set.
-    static func copy(_ sources: [String], to mp: String, dest: VaultPath, class cls: ProtectionClass?, force: Bool) throws {
+    /// its own name as offline (`dir/.` lands under dir's real name). The sources are first
+    /// walked against the mount in the offline importer's order (sources as given, each
+    /// directory's entries sorted by name). FIFOs, sockets and devices are skipped as
+    /// offline (cp -R would recreate them in the vault): each is passed to `skipped` when
+    /// the copy reaches it, and a new directory that holds one is made here (0700), its
+    /// other entries copied one by one and its mode and times set after them, as cp does.
+    /// Without `force` an existing file or symlink, or a file, symlink or directory in the
+    /// way of the other kind, is the offline `exists` error (exit 20): as offline, only what
+    /// comes before that first conflict is copied (existing directories are merged) and the
+    /// error is thrown. Without a conflict or a skip one `cp -R` copies everything. With a
+    /// class, every file the copy created or replaced then gets it; directories keep the
+    /// default class they got from their parent and symlinks have none, exactly as offline.
+    /// The class is set after the copy (cp cannot set it first), which changes only the
+    /// header and keeps the times cp set. Returns how many entries were skipped.
+    @discardableResult
+    static func copy(_ sources: [String], to mp: String, dest: VaultPath, class cls: ProtectionClass?, force: Bool,
+                     skipped: (String) -> Void = { _ in }) throws -> Int {
         try makeDirectories(mp, dest)
         let destDir = Array(path(mp, dest).utf8)
         var resolved: [[UInt8]] = []
-        var plan = CopyPlan()
+        var plan = CopyPlan(force: force)
         for source in sources {
             let (dir, name) = try Importer.split(source)
             // cp -R follows `P/` as offline does (and lstat and open through it too).
             resolved.append(Array((StorePath.join(dir, name) + (Importer.followsLink(source) ? "/" : "")).utf8))
-            if !force && plan.conflict == nil {
+            if plan.conflict == nil {
                 _ = plan.walk(resolved[resolved.count - 1], vault: dest.appending(Array(name.utf8)), into: destDir)
             }
         }
-        if plan.conflict == nil { plan.jobs = [(resolved, destDir)] }
+        if plan.conflict == nil && plan.skips == 0 { plan.jobs = [.copy(resolved, into: destDir)] }
         var targets: [ClassTarget] = []
         var status: Int32 = 0
         var out = ""
-        for (all, into) in plan.jobs {
-            // cp takes String arguments: an entry before the conflict whose local or mount
-            // path is not UTF-8 (only a child name read from disk can be) is not copied.
-            let srcs = all.filter { String(validating: $0, as: UTF8.self) != nil }
-            guard !srcs.isEmpty, String(validating: into, as: UTF8.self) != nil else { continue }
-            if cls != nil {
-                for src in srcs {
-                    collect(src, landing: into + [47] + (src.split(separator: 47).last.map(Array.init) ?? []),
-                            force: force, into: &targets)
+        var skips = 0
+        var made: [[UInt8]] = []   // directories made here, not yet given their mode and times
+        var failure: Error?
+        jobs: for job in plan.jobs {
+            switch job {
+            case .skip(let vault):
+                skips += 1
+                skipped(vault.description)
+            case .makeDirectory(let p, let vault):
+                guard mkdir(p.map { CChar(bitPattern: $0) } + [0], 0o700) == 0 else {
+                    failure = StoreError.posix("mkdir \(vault)")
+                    break jobs
                 }
+                made.append(p)
+            case .finishDirectory(let p, let st):
+                finish(p, st)
+                made.removeAll { $0 == p }
+            case .copy(let all, let into):
+                // cp takes String arguments: an entry before the conflict whose local or mount
+                // path is not UTF-8 (only a child name read from disk can be) is not copied.
+                let srcs = all.filter { String(validating: $0, as: UTF8.self) != nil }
+                guard !srcs.isEmpty, String(validating: into, as: UTF8.self) != nil else { continue }
+                if cls != nil {
+                    for src in srcs {
+                        collect(src, landing: into + [47] + (src.split(separator: 47).last.map(Array.init) ?? []),
+                                force: force, into: &targets)
+                    }
+                }
+                // --remove-destination, not -f: cp -f writes through an existing symlink of the
+                // vault, possibly to a file outside it; offline, --force replaces the link itself.
+                (status, out) = MountFlow.runTool(["cp", "-R", "--preserve=mode,timestamps", force ? "--remove-destination" : "-n"]
+                                                  + srcs.map { String(decoding: $0, as: UTF8.self) }
+                                                  + [String(decoding: into, as: UTF8.self) + "/"])
+                if status != 0 { break jobs }
             }
-            // --remove-destination, not -f: cp -f writes through an existing symlink of the
-            // vault, possibly to a file outside it; offline, --force replaces the link itself.
-            (status, out) = MountFlow.runTool(["cp", "-R", "--preserve=mode,timestamps", force ? "--remove-destination" : "-n"]
-                                              + srcs.map { String(decoding: $0, as: UTF8.self) }
-                                              + [String(decoding: into, as: UTF8.self) + "/"])
-            if status != 0 { break }
         }
+        // After a failure, the directories made here still get their modes and times, as
+        // offline, when the mode leaves them open to their owner for a second run.
+        for job in plan.jobs {
+            if case .finishDirectory(let p, let st) = job, made.contains(p), st.st_mode & 0o700 == 0o700 { finish(p, st) }
+        }
+        if let failure { throw failure }
         if let c = cls {
             // After a failed copy, only the files it created are sure to be new copies.
             for t in targets where status == 0 || !t.existed {
@@ -120,14 +150,37 @@ extension MountRoute {
             throw CLIError.failed("copy through the mount failed: \(out.trimmedWhitespace())")
         }
         if let conflict = plan.conflict { throw StoreError.exists(conflict.description) }
+        return skips
     }
 
-    /// The offline importer's walk without `force`, done on the mount before any copy: the
-    /// first entry it would refuse (`conflict`) and the `cp -R` runs (local sources, mount
-    /// directory) that copy exactly what it would have copied before refusing.
+    /// A directory made by the copy gets its source's mode and times after its entries, as
+    /// `cp -R --preserve=mode,timestamps` gives them.
+    private static func finish(_ p: [UInt8], _ st: stat) {
+        let c = p.map { CChar(bitPattern: $0) } + [0]
+        _ = chmod(c, st.st_mode & 0o7777)
+        _ = utimensat(AT_FDCWD, c, [st.st_atim, st.st_mtim], AT_SYMLINK_NOFOLLOW)
+    }
+
+    /// The offline importer's walk, done on the mount before any copy: what it would skip,
+    /// the first entry it would refuse without `force` (`conflict`), and the steps that copy
+    /// exactly what it would have copied before refusing.
     struct CopyPlan {
-        var jobs: [(sources: [[UInt8]], into: [UInt8])] = []
+        enum Job {
+            /// One `cp -R` of local sources into a mount directory.
+            case copy([[UInt8]], into: [UInt8])
+            /// A new directory whose entries are not all copied (it holds a skipped one).
+            case makeDirectory([UInt8], VaultPath)
+            /// Its source's mode and times, after its entries.
+            case finishDirectory([UInt8], stat)
+            /// A FIFO, socket or device: named, not copied.
+            case skip(VaultPath)
+        }
+        let force: Bool
+        var jobs: [Job] = []
         var conflict: VaultPath?
+        var skips = 0
+
+        init(force: Bool) { self.force = force }
 
         /// Walks local `src`, landing at `vault` (mount directory `into` + its name).
         /// Returns true at the first conflict.
@@ -135,32 +188,53 @@ extension MountRoute {
             let name = vault.lastName ?? []
             let landing = into + [47] + name
             var st = stat(), there = stat()
-            // An unreadable source, or nothing in the way: copied (cp reports its own errors).
-            guard lstat(src.map { CChar(bitPattern: $0) } + [0], &st) == 0,
-                  lstat(landing.map { CChar(bitPattern: $0) } + [0], &there) == 0 else {
+            // An unreadable source: copied (cp reports its own errors).
+            guard lstat(src.map { CChar(bitPattern: $0) } + [0], &st) == 0 else {
                 add(src, into: into)
                 return false
             }
+            guard OfflineSys.isDirectory(st) || OfflineSys.isRegular(st) || (st.st_mode & S_IFMT) == S_IFLNK else {
+                jobs.append(.skip(vault))
+                skips += 1
+                return false
+            }
+            let exists = lstat(landing.map { CChar(bitPattern: $0) } + [0], &there) == 0
             if OfflineSys.isDirectory(st) {
-                // Merged like cp -r; a file or symlink in the way is an error, as offline.
-                guard OfflineSys.isDirectory(there) else { conflict = vault; return true }
+                if exists && !OfflineSys.isDirectory(there) {
+                    // A file or symlink in the way is an error, as offline (cp's with force).
+                    if force { add(src, into: into); return false }
+                    conflict = vault
+                    return true
+                }
                 let fd = Glibc.open(src.map { CChar(bitPattern: $0) } + [0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 guard fd >= 0 else { add(src, into: into); return false }
-                defer { close(fd) }
-                for e in (try? OfflineSys.list(fd)) ?? [] {   // sorted by name, as offline
+                let entries = (try? OfflineSys.list(fd)) ?? []   // sorted by name, as offline
+                close(fd)
+                // Merged like cp -r; a new directory is one cp -R unless it holds a skipped entry.
+                let mark = jobs.count, skipsBefore = skips
+                if !exists { jobs.append(.makeDirectory(landing, vault)) }
+                for e in entries {
                     if walk(src + [47] + e.raw, vault: vault.appending(e.raw), into: landing) { return true }
+                }
+                if !exists {
+                    if skips == skipsBefore {
+                        jobs.removeSubrange(mark...)
+                        add(src, into: into)
+                    } else {
+                        jobs.append(.finishDirectory(landing, st))
+                    }
                 }
                 return false
             }
-            // Offline skips FIFOs, sockets and devices; an existing file or symlink is refused.
-            guard OfflineSys.isRegular(st) || (st.st_mode & S_IFMT) == S_IFLNK else { return false }
-            conflict = vault
-            return true
+            // An existing file or symlink is refused without force.
+            if exists && !force { conflict = vault; return true }
+            add(src, into: into)
+            return false
         }
 
         private mutating func add(_ src: [UInt8], into: [UInt8]) {
-            if let last = jobs.last, last.into == into { jobs[jobs.count - 1].sources.append(src) }
-            else { jobs.append(([src], into)) }
+            if case .copy(let sources, let last)? = jobs.last, last == into { jobs[jobs.count - 1] = .copy(sources + [src], into: into) }
+            else { jobs.append(.copy([src], into: into)) }
         }
     }
 

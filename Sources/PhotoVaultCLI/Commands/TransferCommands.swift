@@ -17,19 +17,24 @@ enum TransferCommands {
         }
         let vault = try OfflineAccess.open(args)
         let start = Date()
+        let progress = Progress(verb: "imported")
         if let mp = vault.mount {
             let vp = try VaultPath(dest)
+            var skipped = 0
             if all == ["-"] {
                 _ = try MountRoute.stream(STDIN_FILENO, to: mp, dest: vp, class: cls, force: args.flag("force"))
             } else {
                 guard !all.contains("-") else { throw StoreError.invalidArgument("'-' (standard input) must be the only source") }
                 try refuseSelfCopy(all, treeRoot: vault.tree.root, mountpoint: mp)
-                try MountRoute.copy(all, to: mp, dest: vp, class: cls, force: args.flag("force"))
+                // Named as offline names them (the same line, the same exit status 26).
+                skipped = try MountRoute.copy(all, to: mp, dest: vp, class: cls, force: args.flag("force")) {
+                    progress.event(.skipped($0, reason: Importer.unsupportedTypeReason))
+                }
             }
-            FileHandle.standardError.write(Data("imported through the live mount at \(mp)\n".utf8))
-            return 0
+            let more = skipped == 0 ? "" : "; \(skipped) skipped (named above)"
+            FileHandle.standardError.write(Data("imported through the live mount at \(mp)\(more)\n".utf8))
+            return skipped == 0 ? 0 : ExitCodes.partialTransfer
         }
-        let progress = Progress(verb: "imported")
         let summary = try vault.writing {
             try Importer(tree: vault.tree).import(sources: all, into: dest, class: cls, force: args.flag("force"),
                                                   progress: progress.event)

@@ -31,6 +31,9 @@ public final class Importer {
         self.lockTimeout = lockTimeout
     }
 
+    /// Why a FIFO, socket or device is skipped (`.skipped`), through a live mount too.
+    public static let unsupportedTypeReason = "not a regular file, directory or symlink"
+
     /// Mode of a file read from stdin (there is no source mode to keep).
     public static let stdinMode: mode_t = 0o644
 
@@ -139,7 +142,7 @@ public final class Importer {
                 try symlink(dirfd: dirfd, name: name, stat: st, to: entry)
             } else {
                 summary.skipped.append(entry.path.description)
-                progress(.skipped(entry.path.description, reason: "not a regular file, directory or symlink"))
+                progress(.skipped(entry.path.description, reason: Importer.unsupportedTypeReason))
             }
         }
 
