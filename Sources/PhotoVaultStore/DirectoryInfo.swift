@@ -76,7 +76,7 @@ public struct DirectoryInfo: Sendable, Equatable {
     /// Creates a new ciphertext directory atomically: it is built under a temporary name,
     /// given its `.pvdir`, then renamed to `entry`; a crash leaves only a `.pvtmp-` directory.
     public static func makeDirectory(in parentfd: Int32, entry: String, mode: mode_t, defaultClass: ProtectionClass,
-                                     keyring: UserKeyring) throws -> DirectoryInfo {
+                                     keyring: UserKeyring, marker: String? = nil) throws -> DirectoryInfo {
         let tmp = AtomicFile.tempPrefix + Base64Hex.random(8)
         guard mkdirat(parentfd, tmp, mode | 0o300) == 0 else { throw StoreError.posix("mkdir") }
         let info = DirectoryInfo(defaultClass: defaultClass)
@@ -85,6 +85,7 @@ public struct DirectoryInfo: Sendable, Equatable {
             guard dfd >= 0 else { throw StoreError.posix("open new directory") }
             defer { close(dfd) }
             try info.write(dirfd: dfd, keyring: keyring)
+            if let m = marker { PendingDirectory.mark(dfd, m) }   // before it has its name
             if mode & 0o300 != 0o300 {
                 // Keep the setgid bit a directory inherits from a setgid parent, as mkdir does.
                 var st = stat()

@@ -136,6 +136,24 @@ enum OfflineFixture {
         return out
     }
 
+    /// `src/album` with a.jpg and `sub/b.jpg`, and an empty `src/mine`: for runs that fail
+    /// inside album/sub (testAFailed…).
+    static func makeAlbum(_ src: String) {
+        mkdirs(src + "/album/sub")
+        mkdirs(src + "/mine")
+        write(src + "/album/a.jpg", SecureRandom.bytes(2_000))
+        write(src + "/album/sub/b.jpg", SecureRandom.bytes(3_000))
+    }
+
+    /// Their modes (album 0751, rwx for its owner; sub 0550, not; mine 0755) and known times.
+    static func setAlbumModesAndTimes(_ src: String) {
+        chmod(src + "/mine", 0o755)
+        chmod(src + "/album/sub", 0o550)
+        chmod(src + "/album", 0o751)
+        setTimes(src + "/album/sub", atime: (1_400_000_000, 1), mtime: (1_400_000_000, 2))
+        setTimes(src + "/album", atime: (1_400_000_001, 3), mtime: (1_400_000_001, 4))
+    }
+
     /// A local tree of known files for round trips.
     static func populate(_ dir: String, files: Int, size: Int, into sub: String = "photos", perDirectory: Int = 50) -> Int {
         var total = 0
@@ -551,6 +569,91 @@ final class OfflineImportExportTests: XCTestCase {
         XCTAssertTrue(try Fsck(tree: tree).run().isClean)
         try Exporter(tree: tree).export(paths: ["/a"], to: scratch + "/out")
         XCTAssertEqual(OfflineFixture.read(scratch + "/out/a/" + StorePath.basename(long)), first)
+    }
+
+    /// Directories are made 0700 and get their mode and times after their entries. A run
+    /// that fails inside one used to leave it 0700 for good, and a second run did not fix
+    /// it. Now it gets its mode anyway when that mode keeps it rwx for its owner (0751); a
+    /// stricter one (0550) waits, with the rest of the directory, for the next run, which
+    /// finishes every directory the failed run made. A directory the user had keeps its mode.
+    func testAFailedImportGivesItsDirectoriesTheirModesAndARerunFinishesThem() throws {
+        let (tree, scratch) = try OfflineFixture.makeTree(self)
+        let src = scratch + "/src"
+        OfflineFixture.makeAlbum(src)
+        // A symlink target longer than the vault takes: the import fails there.
+        XCTAssertEqual(symlink(String(repeating: "t", count: 3_500), src + "/album/sub/zz-link"), 0)
+        let importer = Importer(tree: tree)
+        // The user's own /v/mine, 0700.
+        chmod(src + "/mine", 0o700)
+        try importer.import(sources: [src + "/mine"], into: "/v")
+        OfflineFixture.setAlbumModesAndTimes(src)
+        func mode(_ path: String) throws -> mode_t {
+            try XCTUnwrap(try VaultResolver(tree: tree).entry(VaultPath(path)).stat()).st_mode & 0o7777
+        }
+
+        XCTAssertThrowsError(try importer.import(sources: [src + "/album", src + "/mine"], into: "/v")) {
+            XCTAssertEqual(($0 as? StoreError)?.errno, ENAMETOOLONG)
+        }
+        XCTAssertEqual(try mode("/v/album"), 0o751)
+        XCTAssertEqual(try mode("/v/album/sub"), 0o700, "0550 would lock the next run out")
+
+        // The cause removed, a second run (with or without --force) finishes both.
+        unlink(src + "/album/sub/zz-link")
+        OfflineFixture.setAlbumModesAndTimes(src)
+        XCTAssertThrowsError(try importer.import(sources: [src + "/album", src + "/mine"], into: "/v")) {
+            XCTAssertEqual($0 as? StoreError, .exists("/v/album/a.jpg"))
+        }
+        try importer.import(sources: [src + "/album", src + "/mine"], into: "/v", force: true)
+        XCTAssertEqual(try mode("/v/album/sub"), 0o550)
+        XCTAssertEqual(try mode("/v/mine"), 0o700, "a directory the user had")
+        try Exporter(tree: tree).export(paths: ["/v/album"], to: scratch + "/out")
+        XCTAssertEqual(OfflineFixture.snapshot(scratch + "/out/album"), OfflineFixture.snapshot(src + "/album"))
+        XCTAssertTrue(try Fsck(tree: tree).run().isClean)
+        // Finished, a directory carries no xattr but sealed ones (no marker left).
+        let sub = try VaultResolver(tree: tree).directory(VaultPath("/v/album/sub"))
+        XCTAssertEqual(try withExtendedLifetime(sub) { try OfflineXattr.names(sub.fd) }.filter { !$0.hasPrefix(XattrCodec.storedPrefix) }, [])
+    }
+
+    /// The same for export: a damaged file stops it inside local directories it made; they
+    /// get their modes where safe, and `export --force` after the repair finishes them. A
+    /// local directory the user had keeps its mode.
+    func testAFailedExportGivesItsDirectoriesTheirModesAndARerunFinishesThem() throws {
+        let (tree, scratch) = try OfflineFixture.makeTree(self)
+        let src = scratch + "/src"
+        OfflineFixture.makeAlbum(src)
+        OfflineFixture.write(src + "/album/sub/c.jpg", SecureRandom.bytes(3_000))
+        OfflineFixture.setAlbumModesAndTimes(src)
+        try Importer(tree: tree).import(sources: [src + "/album", src + "/mine"], into: "/")
+        let out = scratch + "/out"
+        OfflineFixture.mkdirs(out + "/mine")
+        chmod(out + "/mine", 0o700)
+
+        // Flip one byte of c.jpg's chunk: the export fails inside /album/sub.
+        let e = try VaultResolver(tree: tree).entry(VaultPath("/album/sub/c.jpg"))
+        let fd = openat(e.parent.fd, e.encoded.entry, O_RDWR)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let off = Int(tree.layout.sealedOffset(ofChunk: 0)) + 40
+        var st = stat()
+        XCTAssertEqual(fstat(fd, &st), 0)
+        func flip() {   // keeping its times, which are the file's
+            var b: UInt8 = 0
+            XCTAssertEqual(pread(fd, &b, 1, off), 1)
+            b ^= 0x01
+            XCTAssertEqual(pwrite(fd, &b, 1, off), 1)
+            XCTAssertEqual(futimens(fd, [st.st_atim, st.st_mtim]), 0)
+        }
+        flip()
+        XCTAssertThrowsError(try Exporter(tree: tree).export(paths: ["/album", "/mine"], to: out)) {
+            XCTAssertEqual(($0 as? StoreError)?.exitCode, 22)
+        }
+        XCTAssertEqual(OfflineFixture.lstat(out + "/album").map { $0.st_mode & 0o7777 }, 0o751)
+        XCTAssertEqual(OfflineFixture.lstat(out + "/album/sub").map { $0.st_mode & 0o7777 }, 0o700)
+
+        flip()
+        try Exporter(tree: tree).export(paths: ["/album", "/mine"], to: out, force: true)
+        XCTAssertEqual(OfflineFixture.snapshot(out + "/album"), OfflineFixture.snapshot(src + "/album"))
+        XCTAssertEqual(OfflineFixture.lstat(out + "/mine").map { $0.st_mode & 0o7777 }, 0o700, "a directory the user had")
     }
 
     func testDamagedFileIsNeverExported() throws {

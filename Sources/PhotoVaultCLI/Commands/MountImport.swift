@@ -134,7 +134,7 @@ extension MountRoute {
         // After a failure, the directories made here still get their modes and times, as
         // offline, when the mode leaves them open to their owner for a second run.
         for job in plan.jobs {
-            if case .finishDirectory(let p, let st) = job, made.contains(p), st.st_mode & 0o700 == 0o700 { finish(p, st) }
+            if case .finishDirectory(let p, let st) = job, made.contains(p), PendingDirectory.keepsOwnerAccess(st.st_mode) { finish(p, st) }
         }
         if let failure { throw failure }
         if let c = cls {

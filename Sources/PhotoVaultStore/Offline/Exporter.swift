@@ -141,14 +141,18 @@ public final class Exporter {
             }
             let fd = try OfflineSys.openDirectory(destfd, local)
             defer { close(fd) }
+            // Marked until it has its mode (PendingDirectory); one an earlier, interrupted
+            // export made is finished as if made now. A directory the user had is not.
+            if created { PendingDirectory.mark(fd, PendingDirectory.localMarker) }
+            let ours = created || PendingDirectory.isMarked(fd, PendingDirectory.localMarker)
+            var finished = false
+            defer { if ours && !finished { PendingDirectory.finishAfterFailure(fd, from: st) } }
             summary.directories += 1
             progress(.directory(localPath))
             try children(of: dir, into: fd, localPath: localPath, resolver: resolver)
             try exportXattrs(from: dir.fd, to: fd, display: entry.path.description)
-            if created {
-                _ = fchmod(fd, st.st_mode & 0o7777)
-                OfflineSys.setTimes(fd, from: st)
-            }
+            if ours { PendingDirectory.finish(fd, PendingDirectory.localMarker, from: st) }
+            finished = true
             try AtomicFile.syncDirectory(fd, localPath)
         }
 
@@ -273,7 +277,9 @@ public final class Exporter {
                 let value: [UInt8]
                 do { value = try tree.xattrs.openValue(try OfflineXattr.get(src, stored), storedName: stored) }
                 catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: display, detail: d) }
-                do { try OfflineXattr.set(dst, String(decoding: plain, as: UTF8.self), value) }
+                let name = String(decoding: plain, as: UTF8.self)
+                if name == PendingDirectory.localMarker { continue }
+                do { try OfflineXattr.set(dst, name, value) }
                 catch StoreError.io(let e, _) where e == ENOTSUP || e == EOPNOTSUPP { return }
             }
         }

@@ -164,11 +164,16 @@ public final class Importer {
                 guard OfflineSys.isDirectory(existing) else { throw StoreError.exists(entry.path.description) }
                 created = false
             } else {
-                // Writable while it is filled; its real mode is set after its children.
-                try resolver.makeDirectory(entry, mode: 0o700)
+                // Writable while it is filled; its real mode is set after its children
+                // (PendingDirectory: marked until then).
+                try resolver.makeDirectory(entry, mode: 0o700, marker: PendingDirectory.storeMarker)
                 created = true
             }
             let dir = try resolver.open(entry)
+            // One an earlier, interrupted run made is finished as if made now.
+            let ours = created || PendingDirectory.isMarked(dir.fd, PendingDirectory.storeMarker)
+            var finished = false
+            defer { if ours && !finished { PendingDirectory.finishAfterFailure(dir.fd, from: st) } }
             summary.directories += 1
             progress(.directory(entry.path.description))
             let srcfd = try OfflineSys.openDirectory(dirfd, name)
@@ -179,10 +184,8 @@ public final class Importer {
                 try self.entry(dirfd: srcfd, name: child.cName, stat: cst, to: e, resolver: resolver)
             }
             try importXattrs(from: srcfd, to: dir.fd)
-            if created {
-                _ = fchmod(dir.fd, st.st_mode & 0o7777)
-                OfflineSys.setTimes(dir.fd, from: st)
-            }
+            if ours { PendingDirectory.finish(dir.fd, PendingDirectory.storeMarker, from: st) }
+            finished = true
             try AtomicFile.syncDirectory(dir.fd, entry.path.description)
         }
 
@@ -253,7 +256,8 @@ public final class Importer {
         /// Seals the source's `user.*` attributes onto the ciphertext entry (the stored name
         /// and value as FORMAT.md section 8); other namespaces are not copied.
         func importXattrs(from src: Int32, to dst: Int32) throws {
-            for name in try OfflineXattr.names(src) where name.hasPrefix("user.") {
+            // Not export's marker of a directory it had not finished.
+            for name in try OfflineXattr.names(src) where name.hasPrefix("user.") && name != PendingDirectory.localMarker {
                 let value = try OfflineXattr.get(src, name)
                 let stored = tree.xattrs.storedName(Array(name.utf8))
                 try OfflineXattr.set(dst, stored, tree.xattrs.sealValue(value, storedName: stored))

@@ -134,6 +134,7 @@ enum OfflineXattr {
     private typealias GetFn = @convention(c) (Int32, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
     private typealias ListFn = @convention(c) (Int32, UnsafeMutablePointer<CChar>?, Int) -> Int
     private typealias SetFn = @convention(c) (Int32, UnsafePointer<CChar>, UnsafeRawPointer?, Int, Int32) -> Int32
+    private typealias RemoveFn = @convention(c) (Int32, UnsafePointer<CChar>) -> Int32
 
     private static func sym<T>(_ name: String, _: T.Type) -> T {
         guard let p = dlsym(UnsafeMutableRawPointer(bitPattern: 0), name) else { fatalError("libc lacks \(name)") }
@@ -142,6 +143,7 @@ enum OfflineXattr {
     private static let fget = sym("fgetxattr", GetFn.self)
     private static let flist = sym("flistxattr", ListFn.self)
     private static let fset = sym("fsetxattr", SetFn.self)
+    private static let fremove = sym("fremovexattr", RemoveFn.self)
 
     /// Attribute names of an open file or directory. Filesystems without xattr support
     /// answer as if there were none.
@@ -170,6 +172,11 @@ enum OfflineXattr {
             return Array(buf[0..<m])
         }
     }
+
+    static func exists(_ fd: Int32, _ name: String) -> Bool { fget(fd, name, nil, 0) >= 0 }
+
+    /// Removes an attribute; a missing one (or no xattr support) is not an error.
+    static func remove(_ fd: Int32, _ name: String) { _ = fremove(fd, name) }
 
     static func set(_ fd: Int32, _ name: String, _ value: [UInt8]) throws {
         let rc = value.withUnsafeBytes { fset(fd, name, $0.baseAddress, value.count, 0) }

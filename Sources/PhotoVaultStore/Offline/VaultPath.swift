@@ -147,11 +147,12 @@ public struct VaultResolver {
     /// Creates the encrypted directory `entry` (companion first for a long name), then syncs
     /// its parent so that the new entry survives a crash. Losing a race to another creator of
     /// the same directory is not an error.
-    func makeDirectory(_ entry: VaultEntry, mode: mode_t) throws {
+    func makeDirectory(_ entry: VaultEntry, mode: mode_t, marker: String? = nil) throws {
         do {
             try entry.create {
                 _ = try DirectoryInfo.makeDirectory(in: entry.parent.fd, entry: entry.encoded.entry, mode: mode,
-                                                    defaultClass: entry.parent.info.defaultClass, keyring: tree.keyring)
+                                                    defaultClass: entry.parent.info.defaultClass, keyring: tree.keyring,
+                                                    marker: marker)
             }
         } catch StoreError.exists {
             return
