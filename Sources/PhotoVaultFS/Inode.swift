@@ -180,7 +180,11 @@ final class ContentState: @unchecked Sendable {
     let file: FileContent
     /// Whether `fd` is open O_RDWR. Guarded by the inode's stateLock.
     private(set) var writable: Bool
-    let rw = PRWLock()
+    /// Writers first: a lock's `wipeKey` (and a write) must not wait behind a reader that
+    /// keeps reads in flight (a player or a copy with read-ahead) for as long as it reads.
+    /// No code path takes it for reading twice (each method below takes it once and calls
+    /// only `FileContent`), which writer preference requires.
+    let rw = PRWLock(preferWriters: true)
     private var cls: ProtectionClass?
     var protectionClass: ProtectionClass? { rw.withReadLock { cls } }
     // Guarded by the inode's stateLock.
