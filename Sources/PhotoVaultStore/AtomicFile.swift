@@ -121,18 +121,48 @@ public enum FileIO {
         return done
     }
 
+    /// Reads a whole regular file (`openRegular`: a FIFO, socket, device, directory or
+    /// symlink in its place is `.corruptStore`, never waited on or followed).
     public static func readFile(_ path: String, limit: Int = 1 << 20) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw StoreError.posix("open \(path)") }
+        try readFile(in: AT_FDCWD, name: path, limit: limit)
+    }
+
+    public static func readFile(in dirfd: Int32, name: String, limit: Int = 1 << 20) throws -> [UInt8] {
+        let fd = try openRegular(dirfd, name, what: name)
         defer { close(fd) }
         return try readAll(fd, limit: limit)
     }
 
-    public static func readFile(in dirfd: Int32, name: String, limit: Int = 1 << 20) throws -> [UInt8] {
-        let fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw StoreError.posix("open \(name)") }
-        defer { close(fd) }
-        return try readAll(fd, limit: limit)
+    /// Opens a file PhotoVault itself reads or locks inside the store (`.pvdir`, long-name
+    /// companions, the config, account records, lock files, ciphertext files the offline
+    /// tools open after a stat). Whoever can write the store can put anything in its place:
+    /// the open never follows a symlink (`O_NOFOLLOW`) and never waits for a FIFO's writer
+    /// (`O_NONBLOCK`; harmless on a regular file), and anything but a regular file is thrown
+    /// as `misshapen` (default `.corruptStore`, exit 9; EIO and a log line in the daemon).
+    /// Other failures are `.posix` with the open's errno (ENOENT included).
+    public static func openRegular(_ dirfd: Int32, _ name: UnsafePointer<CChar>, _ flags: Int32 = O_RDONLY,
+                                   mode: mode_t = 0, what: @autoclosure () -> String,
+                                   misshapen: ((String) -> StoreError)? = nil) throws -> Int32 {
+        func notRegular() -> StoreError {
+            let w = what()
+            return misshapen?(w) ?? .corruptStore("\(w) is not a regular file")
+        }
+        let fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode)
+        guard fd >= 0 else {
+            let e = errno
+            // ELOOP: a symlink (O_NOFOLLOW); ENXIO/ENODEV: a socket or a device without a
+            // driver; EISDIR: a directory opened for writing.
+            if e == ELOOP || e == ENXIO || e == ENODEV || e == EISDIR { throw notRegular() }
+            throw StoreError.posix("open \(what())", e)
+        }
+        var st = stat()
+        guard Glibc.fstat(fd, &st) == 0 else {
+            let e = errno
+            close(fd)
+            throw StoreError.posix("fstat \(what())", e)
+        }
+        guard st.st_mode & S_IFMT == S_IFREG else { close(fd); throw notRegular() }
+        return fd
     }
 
     public static func readAll(_ fd: Int32, limit: Int) throws -> [UInt8] {

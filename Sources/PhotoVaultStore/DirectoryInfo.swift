@@ -52,17 +52,17 @@ public struct DirectoryInfo: Sendable, Equatable {
 
     /// Reads `.pvdir` of an open ciphertext directory.
     public static func read(dirfd: Int32, keyring: UserKeyring) throws -> DirectoryInfo {
-        let fd = openat(dirfd, fileName, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { throw StoreError.integrity(path: "", detail: "directory ID file is missing") }
-            throw StoreError.posix("open \(fileName)")
+        // Misshapen (a directory, FIFO, socket, device or symlink in its place), not
+        // unreadable: format damage like a bad size. Never followed, never waited on.
+        let fd: Int32
+        do {
+            fd = try FileIO.openRegular(dirfd, fileName, what: fileName, misshapen: { _ in
+                StoreError.integrity(path: "", detail: "directory ID file is not a regular file")
+            })
+        } catch StoreError.io(let e, _) where e == ENOENT {
+            throw StoreError.integrity(path: "", detail: "directory ID file is missing")
         }
         defer { close(fd) }
-        // Misshapen (a directory in its place), not unreadable: format damage like a bad size.
-        var st = stat()
-        if fstat(fd, &st) == 0 && st.st_mode & S_IFMT != S_IFREG {
-            throw StoreError.integrity(path: "", detail: "directory ID file is not a regular file")
-        }
         var b = [UInt8](repeating: 0, count: size + 1)
         let n = try b.withUnsafeMutableBytes { try FileIO.readFully(fd, $0.baseAddress!, size + 1, offset: 0) }
         return try decode(Array(b[0..<n]), keyring: keyring)

@@ -54,7 +54,9 @@ public struct NameCodec: Sendable {
         if entry.hasPrefix(NameCodec.longPrefix) {
             let bytes: [UInt8]
             do { bytes = try FileIO.readFile(in: dirfd, name: entry + NameCodec.companionSuffix, limit: 4096) }
-            catch { throw StoreError.integrity(path: entry, detail: "long-name companion file is missing") }
+            catch StoreError.corruptStore(let d) {   // not a regular file, or too large
+                throw StoreError.integrity(path: entry, detail: "long-name companion: \(d)")
+            } catch { throw StoreError.integrity(path: entry, detail: "long-name companion file is missing") }
             full = String(decoding: bytes, as: UTF8.self)
             guard NameCodec.longEntry(for: full) == entry else {
                 throw StoreError.integrity(path: entry, detail: "long-name companion does not match its entry")

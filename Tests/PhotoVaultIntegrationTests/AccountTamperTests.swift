@@ -80,6 +80,34 @@ final class AccountTamperTests: XCTestCase {
         assertFailure(s.pv(["user", "list", "--store", s.store]), 9, "photovault.conf is not a regular file")
     }
 
+    /// A FIFO in place of a record (an open for reading would wait for a writer for good) or
+    /// a symlink to a record outside the store (it would be followed) is a corrupt record:
+    /// exit 9 at once. A symlink in place of `accounts/.lock` is never created through.
+    func testRecordOrLockThatIsNotARegularFileIsCorrupt() throws {
+        let s = Sandbox("tamper-fifo")
+        s.initStore()
+        let record = try XCTUnwrap(AccountFixtures.recordFiles(s).first)
+        let copy = s.root + "/record-copy"
+        try FileManager.default.copyItem(atPath: record, toPath: copy)
+        let args = ["--store", s.store, "--user", "alice", "--passfile", s.passfile]
+        try FileManager.default.removeItem(atPath: record)
+        XCTAssertEqual(mkfifo(record, 0o600), 0)
+        assertFailure(s.pv(["fsck"] + args, timeout: 20), 9, "the account record is corrupt: not a regular file", "FIFO")
+        try FileManager.default.removeItem(atPath: record)
+        try FileManager.default.createSymbolicLink(atPath: record, withDestinationPath: copy)
+        assertFailure(s.pv(["fsck"] + args, timeout: 20), 9, "the account record is corrupt: not a regular file", "symlink")
+        try FileManager.default.removeItem(atPath: record)
+        try FileManager.default.moveItem(atPath: copy, toPath: record)
+        XCTAssertEqual(s.pv(["fsck"] + args, timeout: 20).status, 0)
+
+        let lock = s.store + "/accounts/.lock", outside = s.root + "/outside-lock"
+        try? FileManager.default.removeItem(atPath: lock)
+        try FileManager.default.createSymbolicLink(atPath: lock, withDestinationPath: outside)
+        assertFailure(s.pv(["user", "add", "bob", "--store", s.store, "--passfile", s.passfile], timeout: 20), 9,
+                      ".lock is not a regular file")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: outside), "created through the symlink")
+    }
+
     func testUnknownRecordVersionIsExit10() throws {
         let s = Sandbox("tamper-version")
         s.initStore()

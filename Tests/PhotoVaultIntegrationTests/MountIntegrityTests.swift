@@ -55,4 +55,52 @@ final class MountIntegrityTests: XCTestCase {
         XCTAssertFalse(fg.log.contains("INTEGRITY-OK"), "file contents in the log")
         sb.assertNoPlaintext(["INTEGRITY-", "victim-photo", "Holiday", "fine-1.jpg"])
     }
+
+    /// A FIFO in place of a directory's `.pvdir` (whoever writes the store can make one): the
+    /// daemon must not wait on it for a writer. Listing that directory fails with EIO within
+    /// seconds, the log names the damage, and the rest of the vault keeps working.
+    func testFifoInPlaceOfADirectoryInfoGivesEIONotAHang() throws {
+        let sb = Sandbox("pv-fifo-pvdir")
+        sb.initStore()
+        let first = sb.mount()
+        sb.ok("mkdir -p \(Sandbox.quote(first))/album/sub && printf 'FIFO-OK\\n' > \(Sandbox.quote(first))/album/kept.txt")
+        sb.unmount(first)
+        sb.mounts.removeAll { $0 == first }
+        let pvdir = OfflineCommandTests.deepestPvdir(sb)   // /album/sub's
+        sb.ok("rm \(Sandbox.quote(pvdir)) && mkfifo \(Sandbox.quote(pvdir))")
+        // On code that waits, opening the FIFO for writing releases the daemon's open (and
+        // `ls`, which waits for the daemon): after 8 s, so that the test fails, not hangs.
+        sb.ok("(sleep 8; timeout 5 sh -c ': > \(pvdir)') >/dev/null 2>&1 </dev/null &")
+
+        let fg = try ForegroundMount(sandbox: sb, at: "mnt-alice")
+        XCTAssertTrue(fg.waitMounted(), "foreground mount did not appear: \(fg.log)")
+        let q = Sandbox.quote(fg.mountpoint)
+        let start = Date()
+        let r = sb.run("ls \(q)/album/sub", timeout: 10)
+        XCTAssertLessThan(Date().timeIntervalSince(start), 5, "ls waited")
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("Input/output error"), r.stderr)
+        XCTAssertTrue(Harness.waitUntil(5) { fg.log.contains("directory ID file is not a regular file") }, "log: \(fg.log)")
+        XCTAssertTrue(fg.log.contains("/album/sub"), fg.log)
+        XCTAssertEqual(sb.ok("cat \(q)/album/kept.txt", timeout: 10), "FIFO-OK\n")
+        fg.stop(sb)
+    }
+
+    /// A FIFO in place of the tree's mount lock `.pvmount`: the mount fails at once as a corrupt
+    /// store (exit 9), instead of waiting for good in the open.
+    func testFifoInPlaceOfTheMountLockIsACorruptStore() throws {
+        let sb = Sandbox("pv-fifo-pvmount")
+        sb.initStore()
+        let trees = try FileManager.default.contentsOfDirectory(atPath: sb.store + "/users")
+        XCTAssertEqual(trees.count, 1)
+        let lock = sb.store + "/users/" + trees[0] + "/.pvmount"
+        sb.ok("rm -f \(Sandbox.quote(lock)) && mkfifo \(Sandbox.quote(lock))")
+        defer { _ = sb.run("timeout 2 sh -c ': > \(lock)'", timeout: 10) }
+        let mp = sb.root + "/mnt-alice"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let r = sb.pv(["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"], timeout: 20)
+        if r.status == 0 { sb.mounts.append(mp) }
+        assertFailure(r, 9, ".pvmount is not a regular file")
+        XCTAssertFalse(Harness.isMounted(mp))
+    }
 }

@@ -311,6 +311,31 @@ final class OfflineCommandTests: XCTestCase {
         sb.ok("diff -r \(Sandbox.quote(src)) \(Sandbox.quote(out))/v/src")
     }
 
+    /// The store's deepest directory (`.pvdir` by depth) and that `.pvdir`'s path.
+    static func deepestPvdir(_ sb: Sandbox) -> String {
+        sb.ok("find \(Sandbox.quote(sb.store))/users -name .pvdir -printf '%d %p\\n' | sort -n | tail -1 | cut -d' ' -f2-")
+            .trimmingCharacters(in: .newlines)
+    }
+
+    /// A FIFO in place of a directory's `.pvdir` (an open for reading would wait for a writer
+    /// that never comes) is damage: fsck names it at once, repair moves the directory to
+    /// /lost+found, and the next fsck is clean. Run with a deadline: a hang fails the test.
+    func testAFifoInPlaceOfADirectoryInfoIsDamageNotAHang() {
+        let (sb, _) = Self.importedTree("pv-offline-fifo", at: "/v")
+        let pvdir = Self.deepestPvdir(sb)   // /v/src/2024/raw
+        sb.ok("rm \(Sandbox.quote(pvdir)) && mkfifo \(Sandbox.quote(pvdir))")
+        let args = ["--store", sb.store, "--user", "alice", "--passfile", sb.passfile]
+        let check = sb.pv(["fsck"] + args, timeout: 30)
+        XCTAssertEqual(check.status, 21, check.stdout + check.stderr)
+        XCTAssertTrue(check.stdout.hasPrefix("/v/src/2024/raw: directoryInfoDamaged: directory ID file is not a regular file\n"),
+                      check.stdout)
+        let repair = sb.pv(["fsck", "--repair"] + args, timeout: 30)
+        XCTAssertEqual(repair.status, 21, repair.stdout + repair.stderr)
+        XCTAssertTrue(repair.stdout.contains("repair: movedToLostAndFound("), repair.stdout)
+        let after = sb.pv(["fsck"] + args, timeout: 30)
+        XCTAssertEqual(after.status, 0, after.stdout + after.stderr)
+    }
+
     /// A source ending in '/' names what it points to, as `cp -r P/ dest/`: a symlink to a
     /// directory is followed and the directory lands under the link's name (without the
     /// slash the symlink itself is copied); `F/` for anything but a directory is "Not a

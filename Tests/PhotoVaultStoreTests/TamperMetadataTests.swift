@@ -1,4 +1,5 @@
 import XCTest
+import Foundation
 import Glibc
 @testable import PhotoVaultCrypto
 @testable import PhotoVaultStore
@@ -38,6 +39,62 @@ final class TamperMetadataTests: XCTestCase {
         XCTAssertIntegrityError(try DirectoryInfo.read(dirfd: fd, keyring: keyring), "foreign key")
         unlinkat(fd, DirectoryInfo.fileName, 0)
         XCTAssertIntegrityError(try DirectoryInfo.read(dirfd: fd, keyring: keyring), "missing")
+    }
+
+    /// Whoever can write the store can put a FIFO (no writer: an open for reading would wait
+    /// for good), a symlink (to a valid file outside the store) or a directory where `.pvdir`
+    /// or a long-name companion should be. Each is damage, found at once: integrity (EIO and a
+    /// log line through a mount, `directoryInfoDamaged` in fsck), never a wait, never followed.
+    func testDirectoryInfoOrCompanionThatIsNotARegularFileIsDamageAtOnce() throws {
+        let keyring = Fixture.randomKeyring()
+        let dir = Fixture.tempDir(self), outside = Fixture.tempDir(self)
+        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ofd = open(outside, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { close(fd); close(ofd) }
+        let info = DirectoryInfo()
+        try info.write(dirfd: ofd, keyring: keyring)   // a valid .pvdir, outside
+        let pvdir = dir + "/" + DirectoryInfo.fileName
+        func read() throws { _ = try DirectoryInfo.read(dirfd: fd, keyring: keyring) }
+        for (what, make) in [("FIFO", { mkfifo(pvdir, 0o600) }), ("symlink", { symlink(outside + "/.pvdir", pvdir) }),
+                             ("directory", { mkdir(pvdir, 0o700) })] {
+            XCTAssertEqual(make(), 0, what)
+            let error = Self.errorWithin(releasing: pvdir, read)
+            XCTAssertEqual(remove(pvdir), 0)
+            guard case StoreError.integrity(_, let d)? = error as? StoreError else { XCTFail("\(what): \(String(describing: error))"); continue }
+            XCTAssertEqual(d, "directory ID file is not a regular file", what)
+        }
+
+        // A long name whose companion is a FIFO, then a symlink to its real bytes.
+        try info.write(dirfd: fd, keyring: keyring)
+        let codec = NameCodec(keyring: keyring)
+        let enc = codec.encode(Array(String(repeating: "n", count: 200).utf8), in: info)
+        let companion = try XCTUnwrap(enc.companion)
+        try NameCodec.writeCompanion(enc, in: ofd)
+        close(openat(fd, enc.entry, O_WRONLY | O_CREAT, 0o600))
+        for (what, make) in [("FIFO", { mkfifo(dir + "/" + companion, 0o600) }),
+                             ("symlink", { symlink(outside + "/" + companion, dir + "/" + companion) })] {
+            XCTAssertEqual(make(), 0, what)
+            let error = Self.errorWithin(releasing: dir + "/" + companion) { _ = try codec.decode(entry: enc.entry, in: info, dirfd: fd) }
+            XCTAssertEqual(unlink(dir + "/" + companion), 0)
+            guard case StoreError.integrity(_, let d)? = error as? StoreError else { XCTFail("\(what): \(String(describing: error))"); continue }
+            XCTAssertTrue(d.hasSuffix("is not a regular file"), "\(what): \(d)")
+        }
+    }
+
+    struct TimedOut: Error {}
+    final class ErrorBox: @unchecked Sendable { var error: Error? }
+
+    /// What `body` throws (nil if nothing), if it returns within `seconds`; otherwise
+    /// `TimedOut`, after opening `fifo` for writing so that an open(2) blocked on it returns
+    /// (the test fails rather than hangs on code that waits for a FIFO's writer).
+    static func errorWithin(_ seconds: Double = 5, releasing fifo: String, _ body: @escaping () throws -> Void) -> Error? {
+        let done = DispatchSemaphore(value: 0)
+        let box = ErrorBox()
+        Thread { do { try body() } catch { box.error = error }; done.signal() }.start()
+        guard done.wait(timeout: .now() + seconds) == .timedOut else { return box.error }
+        let w = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+        done.wait()
+        if w >= 0 { close(w) }
+        return TimedOut()
     }
 
     func testSymlinkTargetChangesAreDetected() throws {

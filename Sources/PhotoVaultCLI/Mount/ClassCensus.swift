@@ -26,8 +26,8 @@ enum ClassCensus {
                 let sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 if sub >= 0 { walk(sub, &counts, depth: depth + 1) }
             case Int32(DT_REG):
-                let f = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-                guard f >= 0 else { continue }
+                // Not waited on if a FIFO took the file's place since readdir (nor followed).
+                guard let f = try? FileIO.openRegular(dirfd, name, what: name) else { continue }
                 var b = [UInt8](repeating: 0, count: 8)
                 let n = pread(f, &b, 8, 0)
                 close(f)

@@ -226,14 +226,15 @@ public struct AccountStore {
     }
 
     func loadRecord(_ name: AccountName) throws -> AccountRecord {
-        let fd = Glibc.open(recordPath(name), O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { throw StoreError.noSuchAccount }
-            throw StoreError.posix("open account record")
+        // A FIFO in its place is never waited on, a symlink never followed out of the store.
+        let fd: Int32
+        do {
+            fd = try FileIO.openRegular(AT_FDCWD, recordPath(name), what: "account record",
+                                        misshapen: { _ in .corruptRecord("not a regular file") })
+        } catch StoreError.io(let e, _) where e == ENOENT {
+            throw StoreError.noSuchAccount
         }
         defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { throw StoreError.corruptRecord("not a regular file") }
         let bytes: [UInt8]
         do { bytes = try FileIO.readAll(fd, limit: AccountRecord.maximumFileSize) }
         catch StoreError.corruptStore { throw StoreError.corruptRecord("larger than \(AccountRecord.maximumFileSize) bytes") }

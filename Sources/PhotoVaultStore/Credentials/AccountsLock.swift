@@ -15,8 +15,8 @@ enum AccountsLock {
     /// Closing the descriptor releases the lock, also if the process dies.
     static func withLock<R>(accountsDir: String, timeout: Double, _ body: () throws -> R) throws -> R {
         let path = StorePath.join(accountsDir, fileName)
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StoreError.posix("open \(path)") }
+        // Never created through a symlink in its place (outside the store), never a FIFO.
+        let fd = try FileIO.openRegular(AT_FDCWD, path, O_RDWR | O_CREAT, mode: 0o600, what: path)
         defer { close(fd) }
         let start = monotonicSeconds()
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {

@@ -72,8 +72,7 @@ public struct ClassTool {
         if OfflineSys.isDirectory(st) { return try setDefault(try resolver.open(entry), cls) }
         guard OfflineSys.isRegular(st) else { throw StoreError.invalidArgument("\(vp) is neither a file nor a directory") }
         let display = vp.description
-        let fd = openat(entry.parent.fd, entry.cName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw StoreError.posix("open \(display)") }
+        let fd = try FileIO.openRegular(entry.parent.fd, entry.cName, O_RDWR, what: display)
         let content: ContentFile
         do {
             content = try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring,
@@ -104,8 +103,7 @@ public struct ClassTool {
         if st.st_size == 0 {
             return Info(path: display, kind: .file, protectionClass: entry.parent.info.defaultClass, pending: true)
         }
-        let fd = openat(entry.parent.fd, entry.cName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw StoreError.posix("open \(display)") }
+        let fd = try FileIO.openRegular(entry.parent.fd, entry.cName, what: display)
         defer { close(fd) }
         var b = [UInt8](repeating: 0, count: FileHeader.size)
         let n = try b.withUnsafeMutableBytes { try FileIO.readFully(fd, $0.baseAddress!, FileHeader.size, offset: 0) }

@@ -177,8 +177,9 @@ public final class Exporter {
         /// Opens a vault file for reading, with integrity errors carrying its plaintext path.
         func openContent(_ entry: VaultEntry) throws -> ContentFile {
             let display = entry.path.description
-            let fd = openat(entry.parent.fd, entry.cName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { throw errno == ENOENT ? StoreError.notFound(display) : StoreError.posix("open \(display)") }
+            let fd: Int32
+            do { fd = try FileIO.openRegular(entry.parent.fd, entry.cName, what: display) }
+            catch StoreError.io(let e, _) where e == ENOENT { throw StoreError.notFound(display) }
             do { return try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring, displayPath: display) }
             catch StoreError.integrity(_, let d) { close(fd); throw StoreError.integrity(path: display, detail: d) }
             catch { close(fd); throw error }

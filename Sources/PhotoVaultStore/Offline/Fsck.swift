@@ -82,6 +82,15 @@ public final class Fsck {
         return openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC)
     }
 
+    /// A ciphertext file found regular by `lstat`: opened without waiting or following (a FIFO
+    /// or symlink put in its place since), checked again on the descriptor (`.corruptStore`).
+    static func openFileForCheck(_ dirfd: Int32, _ name: [CChar]) throws -> Int32 {
+        do { return try FileIO.openRegular(dirfd, name, O_RDONLY | noAtime, what: "file") }
+        catch StoreError.io(let e, _) where e == EPERM {
+            return try FileIO.openRegular(dirfd, name, O_RDONLY, what: "file")
+        }
+    }
+
     struct Walk {
         let tree: UserTree
         let repair: Bool
@@ -176,12 +185,14 @@ public final class Fsck {
             var full = e.name
             if full.hasPrefix(NameCodec.longPrefix) {
                 let companion = Array((e.name + NameCodec.companionSuffix).utf8CString)
-                let fd = openat(dir.fd, companion, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-                guard fd >= 0 else {
-                    if errno != ENOENT {
-                        return .failure(NameProblem(kind: .unreadable, detail: "cannot open long-name companion: \(String(cString: strerror(errno)))"))
-                    }
+                let fd: Int32
+                do { fd = try FileIO.openRegular(dir.fd, companion, what: "long-name companion") }
+                catch StoreError.io(let err, _) where err == ENOENT {
                     return .failure(NameProblem(kind: .longNameCompanionMissing, detail: "long-name companion file is missing"))
+                } catch StoreError.corruptStore {
+                    return .failure(NameProblem(kind: .longNameCompanionMismatch, detail: "long-name companion is not a regular file"))
+                } catch {
+                    return .failure(NameProblem(kind: .unreadable, detail: "cannot open long-name companion: \(error)"))
                 }
                 defer { close(fd) }
                 let bytes: [UInt8]
@@ -237,9 +248,13 @@ public final class Fsck {
         /// Authenticates the header and every chunk. Returns whether the file is damaged.
         mutating func file(_ dir: VaultDirectory, _ e: OfflineSys.Entry, path: VaultPath, storePath: String) -> Bool {
             let display = path.description
-            let fd = Fsck.openForCheck(dir.fd, e.cName, O_RDONLY)
-            guard fd >= 0 else {
-                report(display, storePath, .unreadable, "cannot open: \(String(cString: strerror(errno)))")
+            let fd: Int32
+            do { fd = try Fsck.openFileForCheck(dir.fd, e.cName) } catch {
+                guard case StoreError.io(let err, _) = error else {
+                    report(display, storePath, .unsupportedType, "not a regular file, directory or symlink")
+                    return true
+                }
+                report(display, storePath, .unreadable, "cannot open: \(String(cString: strerror(err)))")
                 return false
             }
             summary.files += 1

@@ -37,9 +37,10 @@ public final class TreeLock {
     /// cannot be created and no daemon can write the tree either.
     public static func mount(root: String, timeout: Double = 2) throws -> TreeLock? {
         let path = StorePath.join(root, mountLockName)
-        let fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o400)
-        if fd < 0 && errno == EROFS { return nil }
-        guard fd >= 0 else { throw StoreError.posix("open \(path)") }
+        // A FIFO in its place would block the open for good, a symlink lead out of the store.
+        let fd: Int32
+        do { fd = try FileIO.openRegular(AT_FDCWD, path, O_RDONLY | O_CREAT, mode: 0o400, what: path) }
+        catch StoreError.io(let e, _) where e == EROFS { return nil }
         return try TreeLock(fd: fd, path: path, mode: .exclusive, timeout: timeout)
     }
 
