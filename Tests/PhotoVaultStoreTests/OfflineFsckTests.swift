@@ -325,6 +325,30 @@ final class OfflineFsckTests: XCTestCase {
         XCTAssertEqual(kinds(try Fsck(tree: tree).run()), ["xattrDamaged /docs/short.txt"])
     }
 
+    /// A `/lost+found` that is not a directory (a file of the user's by that name) is checked
+    /// like any other file, and repair moves damage into `/lost+found.1` instead of stopping.
+    func testRepairUsesAnotherNameWhenLostAndFoundIsNotADirectory() throws {
+        let (tree, scratch, _) = try buildTree()
+        let mine = Array("my own file called lost+found\n".utf8)
+        OfflineFixture.write(scratch + "/lost+found", mine)
+        try Importer(tree: tree).import(sources: [scratch + "/lost+found"], into: "/")
+        try flip(tree, "/photos/a.jpg", at: Int64(tree.layout.sealedOffset(ofChunk: 1)) + 100)
+
+        let s = try Fsck(tree: tree).run(repair: true)
+        XCTAssertEqual(kinds(s), ["chunkDamaged /photos/a.jpg"])
+        XCTAssertEqual(s.actions.count, 1, "\(s.actions)")
+        let again = try Fsck(tree: tree).run()
+        XCTAssertEqual(again.problems, [])
+        XCTAssertEqual(again.lostAndFoundEntries, 1)
+        let out = scratch + "/out"
+        try Exporter(tree: tree).export(paths: ["/lost+found"], to: out)
+        XCTAssertEqual(OfflineFixture.read(out + "/lost+found"), mine)
+        XCTAssertThrowsError(try Exporter(tree: tree).export(paths: ["/lost+found.1/photos%2Fa.jpg"], to: out + "/x")) {
+            guard case StoreError.integrity(let p, _)? = $0 as? StoreError else { return XCTFail("\($0)") }
+            XCTAssertEqual(p, "/lost+found.1/photos%2Fa.jpg")
+        }
+    }
+
     func testDamagedRootDirectoryInfoIsReportedNotFatal() throws {
         let (tree, _, _) = try buildTree()
         XCTAssertEqual(unlink(tree.root + "/" + DirectoryInfo.fileName), 0)

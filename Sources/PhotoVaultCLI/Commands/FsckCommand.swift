@@ -12,6 +12,9 @@ enum FsckCommand {
         let vault = try OfflineAccess.open(args)
         let check = { try Fsck(tree: vault.tree).run(repair: repair, progress: { _ in }) }
         let summary = repair ? try vault.writing(check) : try check()
+        if summary.lostAndFound != Fsck.lostAndFoundName {
+            print("/\(Fsck.lostAndFoundName) is not a directory: /\(summary.lostAndFound) holds what repair moves")
+        }
         for p in summary.problems { print(p.description) }
         for a in summary.actions { print("repair: \(a)") }
         print("checked \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks, "

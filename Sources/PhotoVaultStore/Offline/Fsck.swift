@@ -46,9 +46,28 @@ public final class Fsck {
             return walk.summary
         }
         walk.resolver = resolver
+        walk.summary.lostAndFound = lostAndFoundName(resolver)
         walk.summary.directories += 1
         try walk.directory(resolver.root, storePath: "", isRoot: true)
         return walk.summary
+    }
+
+    /// Where repair puts what it moves: `lost+found` at the tree root, or — when an entry of
+    /// that name is not a directory (a user's file, or a symlink) — the first of
+    /// `lost+found.1`, `lost+found.2`, … that is a directory or free. An entry that cannot be
+    /// stat'ed is passed over like a non-directory. The walk skips only the one chosen.
+    func lostAndFoundName(_ resolver: VaultResolver) -> String {
+        var n = 0
+        while true {
+            let name = n == 0 ? Fsck.lostAndFoundName : "\(Fsck.lostAndFoundName).\(n)"
+            let plain = Array(name.utf8)
+            let entry = VaultEntry(parent: resolver.root, name: plain, encoded: tree.names.encode(plain, in: resolver.root.info))
+            switch Result(catching: { try entry.stat() }) {
+            case .success(nil): return name
+            case .success(let st?) where OfflineSys.isDirectory(st): return name
+            default: n += 1
+            }
+        }
     }
 
     /// O_NOATIME (Linux: 01000000 on x86-64 and arm64): reading must not even touch atimes.
@@ -149,7 +168,7 @@ public final class Fsck {
                     continue
                 }
                 let path = dir.path.appending(plain)
-                if isRoot && plain == Array(Fsck.lostAndFoundName.utf8) {
+                if isRoot && plain == Array(summary.lostAndFound.utf8) {
                     summary.lostAndFoundEntries += countVisible(dir.fd, e)
                     continue
                 }
@@ -394,7 +413,7 @@ public final class Fsck {
 
         mutating func openLostAndFound() throws -> VaultDirectory {
             if let lf = lostAndFound { return lf }
-            let entry = try resolver.entry(VaultPath(components: [Array(Fsck.lostAndFoundName.utf8)]))
+            let entry = try resolver.entry(VaultPath(components: [Array(summary.lostAndFound.utf8)]))
             if try entry.stat() == nil { try resolver.makeDirectory(entry, mode: 0o700) }
             let lf = try resolver.open(entry)
             lostAndFound = lf
@@ -428,7 +447,7 @@ public final class Fsck {
                         unlinkat(dir.fd, e.name + NameCodec.companionSuffix, 0)
                     }
                     summary.actions.append(.movedToLostAndFound(storePath: storePath, name: name))
-                    try AtomicFile.syncDirectory(lf.fd, Fsck.lostAndFoundName + "/" + name)
+                    try AtomicFile.syncDirectory(lf.fd, summary.lostAndFound + "/" + name)
                     try AtomicFile.syncDirectory(dir.fd, storePath)
                     return
                 }

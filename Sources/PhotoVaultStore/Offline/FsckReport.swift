@@ -74,6 +74,9 @@ public struct FsckSummary: Equatable, Sendable {
     public var actions: [FsckAction] = []
     /// Entries found in `/lost+found` (quarantined by an earlier repair; not examined).
     public var lostAndFoundEntries = 0
+    /// The root directory repair moves entries into and the walk does not examine:
+    /// `lost+found`, or `lost+found.N` when a `lost+found` that is not a directory is in the way.
+    public var lostAndFound = Fsck.lostAndFoundName
 
     public var isClean: Bool { problems.isEmpty }
 
