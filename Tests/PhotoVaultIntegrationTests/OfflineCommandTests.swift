@@ -336,6 +336,36 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(after.status, 0, after.stdout + after.stderr)
     }
 
+    /// What fsck cannot read is `unreadable` and the walk goes on: a directory whose listing
+    /// fails (it used to end fsck) and an xattr whose read fails (it used to be reported as a
+    /// failed authentication). The errors are injected with strace (EIO on getdents64 of one
+    /// ciphertext directory and fgetxattr of one file).
+    func testUnlistableDirectoryAndUnreadableXattrAreUnreadableAndTheWalkGoesOn() throws {
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "needs strace")
+        let (sb, src) = Self.sandboxWithTree("pv-offline-eio")
+        sb.ok("setfattr -n user.note -v hello \(Sandbox.quote(src))/notes.txt")
+        XCTAssertEqual(Self.pv(sb, ["import", src, "/v"]).status, 0)
+        let users = Sandbox.quote(sb.store + "/users")
+        // /v/src/2024 holds the deepest directory (/v/src/2024/raw).
+        let dir = ((Self.deepestPvdir(sb) as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        let file = sb.ok("for f in $(find \(users) -type f ! -name '.pv*'); do "
+                         + "getfattr --absolute-names -m '^user[.]pv[.]' \"$f\" 2>/dev/null | grep -q user.pv && echo \"$f\"; done; true")
+            .trimmingCharacters(in: .newlines)
+        XCTAssertFalse(file.isEmpty || file.contains("\n"), file)
+        let r = Harness.run(["/usr/bin/strace", "-f", "-o", "/dev/null", "-P", dir, "-P", file,
+                             "-e", "trace=getdents64,fgetxattr", "-e", "inject=getdents64,fgetxattr:error=EIO",
+                             Harness.binary, "fsck", "--store", sb.store, "--user", "alice", "--passfile", sb.passfile],
+                            env: sb.env, timeout: 60)
+        XCTAssertEqual(r.status, 21, r.stdout + r.stderr)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 3, r.stdout)
+        XCTAssertTrue(lines.contains("/v/src/2024: unreadable: cannot list the directory: readdir: Input/output error"), r.stdout)
+        XCTAssertTrue(lines.contains { $0.hasPrefix("/v/src/notes.txt: unreadable: extended attribute user.pv.")
+                                       && $0.hasSuffix("cannot be read: getxattr: Input/output error") }, r.stdout)
+        // Everything outside /v/src/2024 was still checked.
+        XCTAssertTrue(lines.last?.hasPrefix("checked 4 files, ") == true, r.stdout)
+    }
+
     /// A source ending in '/' names what it points to, as `cp -r P/ dest/`: a symlink to a
     /// directory is followed and the directory lands under the link's name (without the
     /// slash the symlink itself is copied); `F/` for anything but a directory is "Not a

@@ -137,7 +137,12 @@ public final class Fsck {
         /// Checks every entry of an open, authenticated directory.
         mutating func directory(_ dir: VaultDirectory, storePath: String, isRoot: Bool) throws {
             progress(.directory(dir.path.description))
-            let entries = try OfflineSys.list(dir.fd)
+            let entries: [OfflineSys.Entry]
+            do { entries = try OfflineSys.list(dir.fd) } catch {
+                // Not damage (the entries may be intact): reported, and the walk goes on.
+                report(dir.path.description, storePath, .unreadable, "cannot list the directory: \(error)")
+                return
+            }
             let present = Set(entries.map { $0.raw })
             for e in entries {
                 let name = e.name
@@ -383,14 +388,28 @@ public final class Fsck {
             }
         }
 
+        /// Only what was read and failed authentication is `xattrDamaged`; an attribute that
+        /// could not be listed or read (EIO, E2BIG, ...) is `unreadable`, one removed since it was
+        /// listed (ENODATA) is passed over.
         mutating func checkXattrs(_ fd: Int32, path: String, storePath: String) {
-            guard let names = try? OfflineXattr.names(fd) else { return }
+            let names: [String]
+            do { names = try OfflineXattr.names(fd) } catch {
+                report(path, storePath, .unreadable, "cannot list extended attributes: \(error)")
+                return
+            }
             for stored in names where stored.hasPrefix(XattrCodec.storedPrefix) {
                 guard tree.xattrs.plainName(stored) != nil else {
                     report(path, storePath, .xattrDamaged, "extended attribute \(stored) has a name that fails authentication")
                     continue
                 }
-                do { _ = try tree.xattrs.openValue(try OfflineXattr.get(fd, stored), storedName: stored) }
+                let sealed: [UInt8]
+                do { sealed = try OfflineXattr.get(fd, stored) }
+                catch StoreError.io(let e, _) where e == ENODATA { continue }
+                catch {
+                    report(path, storePath, .unreadable, "extended attribute \(stored) cannot be read: \(error)")
+                    continue
+                }
+                do { _ = try tree.xattrs.openValue(sealed, storedName: stored) }
                 catch { report(path, storePath, .xattrDamaged, "extended attribute \(stored): value failed authentication") }
             }
         }
