@@ -21,6 +21,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// the mountpoint is nil when only the daemon's pid is known (a foreground mount seen
     /// from another session).
     case vaultMounted(user: String, mountpoint: String?, pid: Int32)
+    /// `fsck --repair` of a vault that is mounted (found in the runtime registry or holding
+    /// the tree's lock): it cannot go through the mount, so the mount must go first.
+    case repairWhileMounted(user: String, mountpoint: String?, pid: Int32?)
     case fsckFoundDamage(problems: Int)
     case passwordsDoNotMatch
     case noTerminal
@@ -38,7 +41,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .alreadyMounted, .vaultAlreadyMounted: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
         case .notMounted: return ExitCodes.notMounted
-        case .vaultMounted: return ExitCodes.storeBusy
+        case .vaultMounted, .repairWhileMounted: return ExitCodes.storeBusy
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
         case .notImplemented, .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword,
              .externalPasswordCommandFailed, .failed:
@@ -69,6 +72,11 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .vaultMounted(let u, let mp?, _): return "the vault of \(u) is mounted at \(mp): run this command on the mount or unmount first"
         case .vaultMounted(let u, nil, let pid):
             return "the vault of \(u) is mounted (photovault process \(pid)): run this command on the mount or unmount first"
+        case .repairWhileMounted(let u, let mp?, _):
+            return "the vault of \(u) is mounted at \(mp): unmount it before 'fsck --repair' (the mount must be its only writer)"
+        case .repairWhileMounted(let u, nil, let pid):
+            return "the vault of \(u) is mounted" + (pid.map { " (photovault process \($0))" } ?? "")
+                + ": unmount it before 'fsck --repair' (the mount must be its only writer)"
         case .fsckFoundDamage(let n): return "fsck found \(n) problem\(n == 1 ? "" : "s")"
         case .passwordsDoNotMatch: return "passwords do not match"
         case .noTerminal:

@@ -33,6 +33,11 @@ final class DispatchTests: XCTestCase {
              "photovault: the vault of alice is mounted at /m: run this command on the mount or unmount first\n", 11),
             (CLIError.vaultMounted(user: "alice", mountpoint: nil, pid: 42),
              "photovault: the vault of alice is mounted (photovault process 42): run this command on the mount or unmount first\n", 11),
+            (CLIError.repairWhileMounted(user: "alice", mountpoint: "/m", pid: nil),
+             "photovault: the vault of alice is mounted at /m: unmount it before 'fsck --repair' (the mount must be its only writer)\n", 11),
+            (CLIError.repairWhileMounted(user: "alice", mountpoint: nil, pid: 42),
+             "photovault: the vault of alice is mounted (photovault process 42): unmount it before 'fsck --repair' "
+                + "(the mount must be its only writer)\n", 11),
             (CLIError.fsckFoundDamage(problems: 2), "photovault: fsck found 2 problems\n", 21),
             (DaemonFailure(code: 11, message: "the store is busy"), "photovault: the store is busy\n", 11),
             (CLIError.deadMount("/m", fsType: "fuse.sshfs"),

@@ -6,12 +6,20 @@ import PhotoVaultStore
 enum FsckCommand {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let repair = args.flag("repair")
-        if repair && !OfflineAccess.liveMounts(store: args.storePath).isEmpty {
-            throw CLIError.failed("unmount the vault before 'fsck --repair' (a live mount must be the only writer)")
-        }
         let vault = try OfflineAccess.open(args)
+        // A mount of this vault, seen in the registry or through the lock it holds, is
+        // refused the same way: exit 11 (store busy) and one line (docs/OFFLINE.md).
+        if repair, let mp = vault.mount { throw CLIError.repairWhileMounted(user: vault.user, mountpoint: mp, pid: nil) }
         let check = { try Fsck(tree: vault.tree).run(repair: repair, progress: { _ in }) }
-        let summary = repair ? try vault.writing(check) : try check()
+        let summary: FsckSummary
+        if repair {
+            do { summary = try vault.writing(check) }
+            catch CLIError.vaultMounted(let user, let mp, let pid) {
+                throw CLIError.repairWhileMounted(user: user, mountpoint: mp, pid: pid)
+            }
+        } else {
+            summary = try check()
+        }
         if summary.lostAndFound != Fsck.lostAndFoundName {
             print("/\(Fsck.lostAndFoundName) is not a directory: /\(summary.lostAndFound) holds what repair moves")
         }
