@@ -65,6 +65,30 @@ final class CredentialThrottleTests: CredentialTestCase {
         XCTAssertEqual(time.sleeps, [])
     }
 
+    /// An edited counter (anyone who can write accounts/ can write it) must neither crash
+    /// the command nor give free attempts: the largest count stays the largest, a negative
+    /// one counts as zero.
+    func testEditedCounterAtTheExtremesDoesNotCrashOrGiveFreeAttempts() throws {
+        let time = FakeTime()
+        store.throttle.now = { time.now }
+        store.throttle.sleep = { time.sleep($0) }
+        _ = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
+        let name = try AccountName.derive(user: "alice", config: store.config)
+        let path = layout.accountsDir + "/" + name.throttleFileName
+        func put(_ failures: Int) throws {
+            let json = "{\"failures\": \(failures), \"lastFailure\": \(time.now)}"
+            try AtomicFile.write(Array(json.utf8), to: path)
+        }
+        try put(Int.max)
+        assertThrows(.wrongPassword) { _ = try self.store.open(user: "alice", password: self.pw("guess-guess")) }
+        XCTAssertEqual(store.throttle.read(accountsDir: layout.accountsDir, name: name)?.failures, Int.max)
+        XCTAssertEqual(time.sleeps, [30])
+
+        try put(-1_000)
+        assertThrows(.wrongPassword) { _ = try self.store.open(user: "alice", password: self.pw("guess-guess")) }
+        XCTAssertEqual(store.throttle.read(accountsDir: layout.accountsDir, name: name)?.failures, 1)
+    }
+
     func testRealDelayIsObservedAcrossStoreInstances() throws {
         _ = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
         var strict = try AccountStore(layout: layout)

@@ -54,7 +54,10 @@ public struct LoginThrottle: Sendable {
     }
 
     func recordFailure(accountsDir: String, name: AccountName) {
-        let failures = (read(accountsDir: accountsDir, name: name)?.failures ?? 0) + 1
+        // Saturating, and never below zero: the file is not trusted (an edited counter of
+        // Int.max used to trap on the increment, so every wrong password crashed).
+        let previous = max(0, read(accountsDir: accountsDir, name: name)?.failures ?? 0)
+        let failures = previous == Int.max ? Int.max : previous + 1
         let state = State(failures: failures, lastFailure: now())
         guard let data = try? JSONEncoder().encode(state) else { return }
         try? AtomicFile.write(Array(data), to: StorePath.join(accountsDir, name.throttleFileName), mode: 0o600)
