@@ -86,4 +86,38 @@ final class CredentialConcurrencyTests: CredentialTestCase {
         _ = try s.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
         XCTAssertEqual(try s.count(), 1)
     }
+
+    /// Someone guessing one account's password waits out its throttle (up to 30 s a guess)
+    /// without holding the store-wide lock: the other accounts can still be added, changed
+    /// and removed meanwhile (they used to get 'store busy' after the lock timeout).
+    func testThrottleWaitOfOneAccountDoesNotHoldTheLock() throws {
+        _ = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
+        _ = try store.add(user: "carol", password: pw("carol-password"), deviceBound: false, parameters: fast)
+        let name = try AccountName.derive(user: "alice", config: store.config)
+        let json = "{\"failures\": 20, \"lastFailure\": \(Date().timeIntervalSince1970)}"
+        try AtomicFile.write(Array(json.utf8), to: layout.accountsDir + "/" + name.throttleFileName)
+
+        let waiting = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        let guessing = { (op: @escaping @Sendable (AccountStore) throws -> Void) in
+            var guesser = self.store!
+            guesser.throttle.sleep = { _ in waiting.signal(); release.wait() }
+            let g = guesser
+            Thread {
+                defer { done.signal() }
+                do { try op(g); XCTFail("a wrong password was accepted") } catch {}
+            }.start()
+            XCTAssertEqual(waiting.wait(timeout: .now() + 20), .success)
+        }
+        var other = store!
+        other.lockTimeout = 0.5
+        guessing { try $0.remove(user: "alice", password: SecureBytes(copying: Array("guess-guess".utf8)), deletePhotos: true) }
+        XCTAssertNoThrow(try other.add(user: "bob", password: pw("bob-password"), deviceBound: false, parameters: fast))
+        release.signal(); done.wait()
+
+        guessing { try $0.changePassword(user: "alice", old: SecureBytes(copying: Array("guess-guess".utf8)),
+                                         new: SecureBytes(copying: Array("new password".utf8))) }
+        XCTAssertNoThrow(try other.changePassword(user: "carol", old: pw("carol-password"), new: pw("carol-password-2")))
+        release.signal(); done.wait()
+        XCTAssertEqual(try store.count(), 3)
+    }
 }

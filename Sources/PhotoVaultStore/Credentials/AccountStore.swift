@@ -131,9 +131,11 @@ public struct AccountStore {
         guard PasswordPolicy.codePoints(old) > 0 else { throw StoreError.emptyPassword }
         try PasswordPolicy.check(new)
         let name = try AccountName.derive(user: user, config: config)
+        // The throttle's wait (up to 30 s) comes before the store-wide lock, not under it.
+        throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)
         try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
             let record = try loadRecord(name)
-            let payload = try unlockPasswordSlot(record, name: name, password: old)
+            let payload = try unlockPasswordSlot(record, name: name, password: old, throttleWaited: true)
             defer { payload.wipe() }
             try rewrapPasswordSlot(record, name: name, payload: payload, password: new, parameters: parameters)
         }
@@ -195,9 +197,10 @@ public struct AccountStore {
         guard !user.isEmpty else { throw StoreError.emptyUsername }
         guard PasswordPolicy.codePoints(password) > 0 else { throw StoreError.emptyPassword }
         let name = try AccountName.derive(user: user, config: config)
+        throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)   // before the lock, as above
         try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
             let record = try loadRecord(name)
-            let payload = try unlockPasswordSlot(record, name: name, password: password)
+            let payload = try unlockPasswordSlot(record, name: name, password: password, throttleWaited: true)
             defer { payload.wipe() }
             let (mk, treeID) = try AccountPayload.split(payload)
             mk.wipe()
@@ -255,11 +258,15 @@ public struct AccountStore {
     }
 
     /// Floor check, device check, throttle wait, Argon2id, unwrap. Returns the payload.
-    private func unlockPasswordSlot(_ record: AccountRecord, name: AccountName, password: SecureBytes) throws -> SecureBytes {
+    /// `throttleWaited`: the caller waited already, before taking the accounts lock. Waiting
+    /// under the lock made one account's wrong guesses (up to 30 s each) turn every other
+    /// account's add, passwd, reset and remove into 'store busy' for as long as they went on.
+    private func unlockPasswordSlot(_ record: AccountRecord, name: AccountName, password: SecureBytes,
+                                    throttleWaited: Bool = false) throws -> SecureBytes {
         try AccountRecord.checkCost(record.kdf, floor: config.kdfFloor)
         let device = try deviceSecret(for: record)
         defer { device?.wipe() }
-        throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)
+        if !throttleWaited { throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name) }
         let kek = try passwordKEK(password, record: record, device: device)
         defer { kek.wipe() }
         do {
