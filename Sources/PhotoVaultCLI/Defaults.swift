@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import PhotoVaultStore
 
 /// Default values that depend on the environment. The help text describes them in words
 /// (CommandSpec); these compute them.
@@ -56,7 +57,14 @@ extension ParsedArguments {
 
     /// The account named by the USER argument or --user, else the login name.
     public func userName() throws -> String {
-        if let u = argument("USER") ?? value("user") { return u }
+        if let u = argument("USER") ?? value("user") {
+            // Swift turns bytes that are not UTF-8 into U+FFFD, so '\xff' and '\xfe' would
+            // both be the account named "\u{FFFD}": refuse them instead of merging them.
+            if u.unicodeScalars.contains("\u{FFFD}") && RawArguments.anyInvalidUTF8(decodingTo: u) {
+                throw StoreError.invalidArgument("the user name is not valid UTF-8 text")
+            }
+            return u
+        }
         guard let n = Defaults.loginName() else { throw CLIError.failed("cannot find your login name; give the user name") }
         return n
     }
@@ -71,5 +79,19 @@ extension ParsedArguments {
             throw usageError("invalid duration '\(text)' for '--\(long)' (examples: 90s, 10m, 1h)")
         }
         return d
+    }
+}
+
+/// The process's argv as the kernel gave it, before Swift decoded it.
+enum RawArguments {
+    /// Whether some argument is not valid UTF-8 and, decoded with U+FFFD for its bad bytes,
+    /// contains `text` (an argument of its own or the value of `--user=...`).
+    static func anyInvalidUTF8(decodingTo text: String) -> Bool {
+        let argv = CommandLine.unsafeArgv
+        for i in 1..<Int(CommandLine.argc) {
+            guard let p = argv[i] else { continue }
+            if String(validatingCString: p) == nil && String(cString: p).contains(text) { return true }
+        }
+        return false
     }
 }

@@ -45,6 +45,24 @@ final class AccountCommandTests: XCTestCase {
         XCTAssertEqual(AccountFixtures.recordFiles(s).count, 2)
     }
 
+    /// Bytes that are not UTF-8 used to be decoded to U+FFFD, so the names '\xff\xfe' and
+    /// '\xff\xfd' were one account ("account exists", and 'check' said yes for the other).
+    func testUserNameThatIsNotUTF8IsRefused() {
+        let s = Sandbox("acct-utf8")
+        s.initStore(users: [])
+        func pv(_ name: String, _ rest: String) -> Harness.Result {
+            let pass = rest == "check" ? "" : " --passfile '\(s.passfile)'"
+            return Harness.sh("'\(Harness.binary)' user \(rest) $'\(name)' --store '\(s.store)'" + pass, env: s.env)
+        }
+        assertFailure(pv("\\xff\\xfe", "add"), 2, "user name is not valid UTF-8")
+        XCTAssertEqual(AccountFixtures.recordFiles(s).count, 0)
+        // The valid name made of two real U+FFFD characters is still an ordinary name.
+        XCTAssertEqual(pv("\\xef\\xbf\\xbd\\xef\\xbf\\xbd", "add").status, 0)
+        assertFailure(pv("\\xff\\xfd", "check"), 2, "user name is not valid UTF-8")
+        assertFailure(pv("\\xff\\xfd", "remove"), 2, "user name is not valid UTF-8")
+        XCTAssertEqual(AccountFixtures.recordFiles(s).count, 1)
+    }
+
     func testUserListCountsAndCheckAnswersWithoutPassword() {
         let s = Sandbox("acct-list")
         s.initStore(users: [])
