@@ -235,6 +235,17 @@ final class CredentialAccountTests: CredentialTestCase {
         assertThrows(.noSuchAccount) { _ = try self.store.open(user: "bob", password: self.pw("bob-password")) }
     }
 
+    /// An account whose tree is gone (lost, or not copied with the store) can still be
+    /// removed with deletePhotos; it used to fail on "open users/<id>/.pvmount: No such file".
+    func testRemoveWithDeletePhotosOfAnAccountWhoseTreeIsGone() throws {
+        _ = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
+        let a = try store.open(user: "alice", password: pw("alice-password"))
+        try TreeRemoval.removeRecursively(a.treePath)
+        try store.remove(user: "alice", password: pw("alice-password"), deletePhotos: true)
+        XCTAssertEqual(try store.count(), 0)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: layout.usersDir), [])
+    }
+
     func testRemoveDoesNotFollowSymlinksOutOfTheTree() throws {
         _ = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
         let a = try store.open(user: "alice", password: pw("alice-password"))

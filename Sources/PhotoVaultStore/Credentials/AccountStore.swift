@@ -204,9 +204,13 @@ public struct AccountStore {
             defer { payload.wipe() }
             let (mk, treeID) = try AccountPayload.split(payload)
             mk.wipe()
+            // A tree that is gone already (lost, never copied with the store) has nothing to
+            // delete or lock: the account is removed all the same.
+            var st = stat()
+            let treeExists = lstat(layout.userTree(treeID), &st) == 0 || errno != ENOENT
             // A mounted tree is not deleted under its daemon: its mount lock is taken first
             // (.storeBusy, and nothing removed, while it is mounted) and held to the end.
-            let mountLock = deletePhotos ? try TreeLock.mount(root: layout.userTree(treeID), timeout: lockTimeout) : nil
+            let mountLock = deletePhotos && treeExists ? try TreeLock.mount(root: layout.userTree(treeID), timeout: lockTimeout) : nil
             defer { mountLock?.release() }
             try withAccountsDir { dfd in
                 guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
