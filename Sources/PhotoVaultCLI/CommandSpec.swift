@@ -126,7 +126,8 @@ extension CommandSpec {
             arguments: [userArgument],
             options: [
                 OptionSpec("delete-photos", help: "Also delete every encrypted file of the account "
-                               + "(refused, with nothing removed, while its vault is mounted)."),
+                               + "(refused, with nothing removed, while its vault is mounted or "
+                               + "an import, export or fsck works in it)."),
             ] + passwordOptions,
             examples: [
                 Example("photovault user remove bob --delete-photos", "Remove bob and his photos."),

@@ -246,6 +246,25 @@ final class CredentialAccountTests: CredentialTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: layout.usersDir), [])
     }
 
+    /// An offline command working in the tree (an import, an export) holds the tree's lock:
+    /// remove with deletePhotos is refused (store busy) with nothing removed, instead of
+    /// deleting the tree under it (the import then failed with "rename ...: No such file").
+    func testRemoveWithDeletePhotosWaitsForAnOfflineCommandInTheTree() throws {
+        _ = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
+        let a = try store.open(user: "alice", password: pw("alice-password"))
+        var quick = store!
+        quick.lockTimeout = 0.3
+        for mode in [TreeLock.Mode.exclusive, .shared] {   // import, export
+            let offline = try TreeLock(root: a.treePath, mode: mode)
+            assertThrows(.storeBusy) { try quick.remove(user: "alice", password: self.pw("alice-password"), deletePhotos: true) }
+            XCTAssertEqual(try store.count(), 1)
+            XCTAssertEqual(access(a.treePath + "/.pvdir", F_OK), 0)
+            offline.release()
+        }
+        try quick.remove(user: "alice", password: pw("alice-password"), deletePhotos: true)
+        XCTAssertNotEqual(access(a.treePath, F_OK), 0)
+    }
+
     func testRemoveDoesNotFollowSymlinksOutOfTheTree() throws {
         _ = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
         let a = try store.open(user: "alice", password: pw("alice-password"))

@@ -212,6 +212,12 @@ public struct AccountStore {
             // (.storeBusy, and nothing removed, while it is mounted) and held to the end.
             let mountLock = deletePhotos && treeExists ? try TreeLock.mount(root: layout.userTree(treeID), timeout: lockTimeout) : nil
             defer { mountLock?.release() }
+            // Nor under an offline command (import, export, fsck, class) that works in it: they
+            // hold the tree root's flock for their whole run, so its exclusive lock waits for
+            // them, then keeps new ones out until the tree is gone.
+            let treeLock = deletePhotos && treeExists
+                ? try TreeLock(root: layout.userTree(treeID), mode: .exclusive, timeout: lockTimeout) : nil
+            defer { treeLock?.release() }
             try withAccountsDir { dfd in
                 guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
                 unlinkat(dfd, name.throttleFileName, 0)
