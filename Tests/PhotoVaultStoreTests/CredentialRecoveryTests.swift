@@ -48,6 +48,16 @@ final class CredentialRecoveryTests: CredentialTestCase {
         }
     }
 
+    /// A key pasted twice is reported with its real length (the parser keeps at most 57
+    /// characters, so its buffer never reallocates and leaves a copy behind).
+    func testOverlongInputIsCountedInTheMessage() {
+        let text = fixedKey().formatted
+        XCTAssertThrowsError(try RecoveryKey.parse(text + " " + text)) { e in
+            XCTAssertEqual(e as? StoreError, .invalidArgument(
+                "a recovery key has 56 letters and digits (14 groups of 4); this one has 112"))
+        }
+    }
+
     func testEverySingleCharacterTypoIsCaught() throws {
         let chars = Array(fixedKey().formatted.replacingOccurrences(of: "-", with: ""))
         XCTAssertEqual(chars.count, 56)

@@ -67,18 +67,26 @@ public final class RecoveryKey: @unchecked Sendable {
     }
 
     static func parse(_ text: UnsafeRawBufferPointer) throws -> RecoveryKey {
+        // Never grows past its reserved capacity: a growing array frees its old buffer
+        // without zeroing it, which left key characters on the heap when more than 57 were
+        // typed or pasted. Longer input is only counted, for the error message.
+        let capacity = keyCharacters + checksumCharacters + 1
         var chars = [UInt8]()
-        chars.reserveCapacity(keyCharacters + checksumCharacters + 1)
+        chars.reserveCapacity(capacity)
         defer { secureZero(&chars) }
+        var count = 0
         for c in text {
+            let upper: UInt8
             switch c {
             case UInt8(ascii: "-"), UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): continue
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): chars.append(c - 32)
-            default: chars.append(c)
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): upper = c - 32
+            default: upper = c
             }
+            count += 1
+            if chars.count < capacity { chars.append(upper) }
         }
-        guard chars.count == keyCharacters + checksumCharacters else {
-            throw StoreError.invalidArgument("a recovery key has \(keyCharacters + checksumCharacters) letters and digits (14 groups of 4); this one has \(chars.count)")
+        guard count == keyCharacters + checksumCharacters else {
+            throw StoreError.invalidArgument("a recovery key has \(keyCharacters + checksumCharacters) letters and digits (14 groups of 4); this one has \(count)")
         }
         var acc: UInt32 = 0
         var bits = 0
