@@ -84,12 +84,16 @@ enum MountFlow {
         guard isatty(0) == 1, isatty(2) == 1, (try? PasswordInput.source(args)) == .terminal else { return false }
         FileHandle.standardError.write(Data("No PhotoVault store at \(layout.root).\nCreate it, with an account for '\(user)'? [y/N] ".utf8))
         guard let answer = readLine(), answer.lowercased().hasPrefix("y") else { return false }
+        // The password first, judged before anything is created: a mistyped confirmation or a
+        // too-short password used to leave a store without an account, so the next mount no
+        // longer offered this and said only "no such account".
+        let password = try PasswordInput().password(args, confirm: true)
+        defer { password.wipe() }
+        try PasswordPolicy.check(password)
         let parent = StorePath.dirname(layout.root)
         try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
         try layout.initialise(config: StoreConfig())
-        let password = try PasswordInput().password(args, confirm: true)
-        defer { password.wipe() }
         let recovery = try AccountStore(layout: layout).add(user: user, password: password, deviceBound: false)
         defer { recovery.wipe() }
         print("Created the store and the account '\(user)'.")
