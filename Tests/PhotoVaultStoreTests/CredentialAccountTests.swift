@@ -153,6 +153,26 @@ final class CredentialAccountTests: CredentialTestCase {
         XCTAssertEqual(try store.count(), 1)
     }
 
+    /// A new name that is only white space, begins or ends with it, or holds a control
+    /// character is refused before hashing (they used to become accounts that 'alice' typed
+    /// plainly never finds, or that put escape sequences on the terminal). Existing accounts
+    /// with such names still open: only new names are judged.
+    func testNewUserNamesWithEdgeWhiteSpaceOrControlCharactersAreRefused() throws {
+        for (name, message) in [("   ", "the user name is only white space"),
+                                (" alice", "the user name begins or ends with white space"),
+                                ("alice\u{3000}", "the user name begins or ends with white space"),
+                                ("al\nice", "the user name contains a control character (a tab, a newline, an escape)"),
+                                ("\u{1B}[31malice", "the user name contains a control character (a tab, a newline, an escape)")] {
+            assertThrows(.invalidArgument(message)) {
+                _ = try self.store.add(user: name, password: self.pw("long enough"), deviceBound: false, parameters: self.fast)
+            }
+        }
+        XCTAssertEqual(try store.count(), 0)
+        _ = try store.add(user: "Anna Maria", password: pw("long enough"), deviceBound: false, parameters: fast)
+        XCTAssertTrue(try store.exists(user: "Anna Maria"))
+        XCTAssertFalse(try store.exists(user: " alice"))   // asking is fine, it just is no account
+    }
+
     func testAccountExistsAndNoSuchAccount() throws {
         _ = try store.add(user: "alice", password: pw("password-1"), deviceBound: false, parameters: fast)
         assertThrows(.accountExists) { _ = try self.store.add(user: "alice", password: self.pw("password-2"), deviceBound: false, parameters: self.fast) }

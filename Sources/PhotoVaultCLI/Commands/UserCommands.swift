@@ -7,7 +7,7 @@ enum UserCommands {
     static func add(_ args: ParsedArguments) throws -> Int32 {
         let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
         let user = try args.userName()
-        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        try AccountName.checkNew(user)   // before the password is asked
         if try accounts.exists(user: user) { throw StoreError.accountExists }
         let password = try PasswordInput().password(args, confirm: true)
         defer { password.wipe() }

@@ -84,6 +84,7 @@ enum MountFlow {
         guard isatty(0) == 1, isatty(2) == 1, (try? PasswordInput.source(args)) == .terminal else { return false }
         FileHandle.standardError.write(Data("No PhotoVault store at \(layout.root).\nCreate it, with an account for '\(user)'? [y/N] ".utf8))
         guard let answer = readLine(), answer.lowercased().hasPrefix("y") else { return false }
+        try AccountName.checkNew(user)
         // The password first, judged before anything is created: a mistyped confirmation or a
         // too-short password used to leave a store without an account, so the next mount no
         // longer offered this and said only "no such account".

@@ -41,6 +41,26 @@ public struct AccountName: Equatable, Sendable {
         return bytes
     }
 
+    /// Rules for a *new* user name (add), judged before any hashing. Like the password
+    /// rules they are not applied when opening, so an account made before them still opens.
+    /// No trimming is done (CREDENTIALS.md §2), so a name that begins or ends with white
+    /// space, or is nothing else, would be an account that the same name typed without it
+    /// never finds; a control character (a newline, an escape sequence) would be printed to
+    /// the terminal by every message naming the account. Both are refused, not altered.
+    public static func checkNew(_ user: String) throws {
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        let scalars = user.unicodeScalars
+        if scalars.allSatisfy(\.properties.isWhitespace) {
+            throw StoreError.invalidArgument("the user name is only white space")
+        }
+        if scalars.first!.properties.isWhitespace || scalars.last!.properties.isWhitespace {
+            throw StoreError.invalidArgument("the user name begins or ends with white space")
+        }
+        if scalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw StoreError.invalidArgument("the user name contains a control character (a tab, a newline, an escape)")
+        }
+    }
+
     /// Whether a directory entry of `accounts/` is an account record.
     static func isRecordFileName(_ name: String) -> Bool {
         guard name.hasSuffix(recordExtension) else { return false }

@@ -51,7 +51,7 @@ public struct AccountStore {
     public func add(user: String, password: SecureBytes, deviceBound: Bool,
                     parameters: Argon2Parameters = .standard) throws -> RecoveryKey {
         // Cheap checks first, so a bad argument does not cost an Argon2id.
-        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        try AccountName.checkNew(user)
         try PasswordPolicy.check(password)
         try AccountRecord.checkCost(parameters, floor: config.kdfFloor)
         let name = try AccountName.derive(user: user, config: config)
