@@ -192,12 +192,6 @@ final class OfflineFsckTests: XCTestCase {
                 try OfflineXattr.set(fd, stored, v)
                 return ["xattrDamaged /docs/short.txt"]
             }),
-            ("FIFO in the store", { t in
-                let d = try VaultResolver(tree: t).directory(VaultPath("/docs"))
-                let name = t.names.encode(Array("pipe".utf8), in: d.info).entry
-                XCTAssertEqual(mkfifoat(d.fd, name, 0o600), 0)
-                return ["unsupportedType /docs/pipe"]
-            }),
         ]
         for (label, damage) in cases {
             let (tree, _, _) = try buildTree()
@@ -210,6 +204,28 @@ final class OfflineFsckTests: XCTestCase {
                 XCTAssertNotEqual(s.problems[0].storePath, s.problems[0].path)   // ciphertext location on disk
             }
         }
+    }
+
+    /// FIFOs, sockets and device nodes made through the mount (mknod) are stored as
+    /// themselves under sealed names: fsck counts them and `--repair` leaves them in place
+    /// (it used to report them `unsupportedType` and move them to /lost+found). /dev/null is
+    /// char device 1:3 (glibc encodes small numbers as major << 8 | minor).
+    func testSpecialFilesAreNotDamage() throws {
+        let (tree, _, _) = try buildTree()
+        let d = try VaultResolver(tree: tree).directory(VaultPath("/docs"))
+        let pipe = tree.names.encode(Array("pipe".utf8), in: d.info).entry
+        let null = tree.names.encode(Array("null".utf8), in: d.info).entry
+        XCTAssertEqual(mkfifoat(d.fd, pipe, 0o600), 0)
+        XCTAssertEqual(mknodat(d.fd, null, S_IFCHR | 0o600, dev_t((1 << 8) | 3)), 0)
+        let s = try Fsck(tree: tree).run(repair: true)
+        XCTAssertEqual(kinds(s), [])
+        XCTAssertEqual(s.actions, [])
+        XCTAssertEqual(s.specialFiles, 2)
+        var st = stat()
+        XCTAssertEqual(fstatat(d.fd, pipe, &st, AT_SYMLINK_NOFOLLOW), 0)
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFIFO)
+        XCTAssertEqual(fstatat(d.fd, null, &st, AT_SYMLINK_NOFOLLOW), 0)
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFCHR)
     }
 
     func testFsckWithoutRepairChangesNothingAndRepairQuarantines() throws {

@@ -25,8 +25,9 @@ enum FsckCommand {
         }
         for p in summary.problems { print(p.description) }
         for a in summary.actions { print("repair: \(a)") }
+        let specials = summary.specialFiles == 0 ? "" : "\(summary.specialFiles) special files, "
         print("checked \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks, "
-              + "\(summary.chunksChecked) chunks: \(summary.problems.count) problem\(summary.problems.count == 1 ? "" : "s")")
+              + specials + "\(summary.chunksChecked) chunks: \(summary.problems.count) problem\(summary.problems.count == 1 ? "" : "s")")
         if !summary.isClean { throw CLIError.fsckFoundDamage(problems: summary.problems.count) }
         return 0
     }

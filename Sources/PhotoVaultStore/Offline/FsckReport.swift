@@ -67,6 +67,9 @@ public struct FsckSummary: Equatable, Sendable {
     public var files = 0
     public var directories = 0
     public var symlinks = 0
+    /// FIFOs, sockets and device nodes (made through the mount; nothing to authenticate but
+    /// their names).
+    public var specialFiles = 0
     /// Plaintext bytes whose chunks were authenticated.
     public var bytesChecked: UInt64 = 0
     public var chunksChecked: UInt64 = 0
