@@ -43,8 +43,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .notMounted: return ExitCodes.notMounted
         case .vaultMounted, .repairWhileMounted: return ExitCodes.storeBusy
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
-        case .notImplemented, .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword,
-             .externalPasswordCommandFailed, .failed:
+        case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed:
+            return ExitCodes.passwordNotRead
+        case .notImplemented, .failed:
             return ExitCodes.generic
         }
     }

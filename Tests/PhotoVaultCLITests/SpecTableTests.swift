@@ -77,6 +77,11 @@ final class SpecTableTests: XCTestCase {
         XCTAssertEqual(CLIError.notMounted("/m").exitCode, 18)
         XCTAssertEqual(CLIError.fsckFoundDamage(problems: 1).exitCode, 21)
         XCTAssertEqual(CLIError.deadMount("/m", fsType: "fuse.photovault").exitCode, 25)
+        // Every way a password cannot be read has one code of its own (it used to be 1, "other failure").
+        for e: CLIError in [.passwordsDoNotMatch, .noTerminal, .passwordTooLong(maximum: 1),
+                            .cannotReadPassword(source: "f", errno: ENOENT), .externalPasswordCommandFailed(status: 1)] {
+            XCTAssertEqual(e.exitCode, 27, "\(e)")
+        }
         // A mount holding the tree is a busy store, with the same code as StoreError.storeBusy.
         XCTAssertEqual(CLIError.vaultMounted(user: "u", mountpoint: nil, pid: 1).exitCode, StoreError.storeBusy.exitCode)
         XCTAssertEqual(CLIError.repairWhileMounted(user: "u", mountpoint: "/m", pid: nil).exitCode, StoreError.storeBusy.exitCode)

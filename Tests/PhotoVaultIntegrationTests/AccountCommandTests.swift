@@ -47,6 +47,28 @@ final class AccountCommandTests: XCTestCase {
 
     /// Bytes that are not UTF-8 used to be decoded to U+FFFD, so the names '\xff\xfe' and
     /// '\xff\xfd' were one account ("account exists", and 'check' said yes for the other).
+    /// A password that cannot be read exits 27 with one line saying why (it used to be 1,
+    /// "other failure", like any unexpected error): a missing passfile, a failing --extpass
+    /// command, a line over 4096 bytes, no terminal to ask on. Nothing is mounted.
+    func testAPasswordThatCannotBeReadExits27() throws {
+        let s = Sandbox("acct-pw-unread")
+        s.initStore()
+        let mp = s.root + "/mnt"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let long = s.root + "/long"
+        try String(repeating: "a", count: 5000).write(toFile: long, atomically: true, encoding: .utf8)
+        let mount = ["mount", mp, "--store", s.store, "--user", "alice", "--no-dbus"]
+        for (extra, needle) in [(["--passfile", s.root + "/missing"], "cannot read the password from"),
+                                (["--extpass", "false"], "the --extpass command failed"),
+                                (["--passfile", long], "longer than 4096 bytes")] {
+            assertFailure(s.pv(mount + extra), 27, needle, extra.joined(separator: " "))
+        }
+        // No controlling terminal (a new session) and no password option.
+        let noTTY = Harness.run(["setsid", "-w", Harness.binary] + mount, stdin: "", env: s.env, timeout: 60)
+        assertFailure(noTTY, 27, "no terminal to ask the password on", "setsid")
+        XCTAssertFalse(Harness.isMounted(mp))
+    }
+
     func testUserNameThatIsNotUTF8IsRefused() {
         let s = Sandbox("acct-utf8")
         s.initStore(users: [])
