@@ -365,6 +365,29 @@ final class OfflineFsckTests: XCTestCase {
         }
     }
 
+    /// A /lost+found directory whose own .pvdir fails authentication cannot take entries:
+    /// repair uses /lost+found.1 and treats the damaged one as any damaged directory: reported
+    /// and moved there too (it used to abort the repair).
+    func testRepairPassesOverALostAndFoundWhoseDirectoryInfoIsDamaged() throws {
+        let (tree, _, _) = try buildTree()
+        let lf = try VaultResolver(tree: tree).directory(VaultPath("/lost+found"), create: true)
+        let fd = openat(lf.fd, DirectoryInfo.fileName, O_RDWR)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        var byte: UInt8 = 0
+        XCTAssertEqual(pread(fd, &byte, 1, 20), 1)
+        byte ^= 1
+        XCTAssertEqual(pwrite(fd, &byte, 1, 20), 1)
+        close(fd)
+        try flip(tree, "/photos/a.jpg", at: Int64(tree.layout.sealedOffset(ofChunk: 1)) + 100)
+
+        let s = try Fsck(tree: tree).run(repair: true)
+        XCTAssertEqual(kinds(s), ["chunkDamaged /photos/a.jpg", "directoryInfoDamaged /lost+found"])
+        XCTAssertEqual(s.lostAndFound, "lost+found.1")
+        XCTAssertEqual(s.actions.count, 2, "\(s.actions)")
+        let entries = try VaultResolver(tree: tree).directory(VaultPath("/lost+found.1"))
+        XCTAssertEqual(try OfflineSys.list(entries.fd).filter { !NameCodec.isInternal($0.name) }.count, 2)
+    }
+
     func testDamagedRootDirectoryInfoIsReportedNotFatal() throws {
         let (tree, _, _) = try buildTree()
         XCTAssertEqual(unlink(tree.root + "/" + DirectoryInfo.fileName), 0)

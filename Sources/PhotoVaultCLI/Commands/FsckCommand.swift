@@ -21,7 +21,7 @@ enum FsckCommand {
             summary = try check()
         }
         if summary.lostAndFound != Fsck.lostAndFoundName {
-            print("/\(Fsck.lostAndFoundName) is not a directory: /\(summary.lostAndFound) holds what repair moves")
+            print("/\(Fsck.lostAndFoundName) cannot take entries (not a directory, or a damaged one): /\(summary.lostAndFound) holds what repair moves")
         }
         for p in summary.problems { print(p.description) }
         for a in summary.actions { print("repair: \(a)") }

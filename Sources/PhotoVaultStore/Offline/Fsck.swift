@@ -54,8 +54,9 @@ public final class Fsck {
 
     /// Where repair puts what it moves: `lost+found` at the tree root, or — when an entry of
     /// that name is not a directory (a user's file, or a symlink) — the first of
-    /// `lost+found.1`, `lost+found.2`, … that is a directory or free. An entry that cannot be
-    /// stat'ed is passed over like a non-directory. The walk skips only the one chosen.
+    /// `lost+found.1`, `lost+found.2`, … that is a directory that opens (its `.pvdir`
+    /// authenticates) or free. An entry that cannot be stat'ed or opened is passed over like
+    /// a non-directory. The walk skips only the one chosen.
     func lostAndFoundName(_ resolver: VaultResolver) -> String {
         var n = 0
         while true {
@@ -64,7 +65,10 @@ public final class Fsck {
             let entry = VaultEntry(parent: resolver.root, name: plain, encoded: tree.names.encode(plain, in: resolver.root.info))
             switch Result(catching: { try entry.stat() }) {
             case .success(nil): return name
-            case .success(let st?) where OfflineSys.isDirectory(st): return name
+            case .success(let st?) where OfflineSys.isDirectory(st):
+                // One whose own .pvdir is damaged cannot take entries: the walk reports it.
+                if (try? resolver.open(entry)) != nil { return name }
+                n += 1
             default: n += 1
             }
         }
