@@ -176,6 +176,32 @@ final class OfflineLiveMountTests: XCTestCase {
         sb.assertNoPlaintext(["album", "deep", "plain"])
     }
 
+    /// With --force a file is still never replaced by a directory, nor a directory by a file,
+    /// through the mount as offline: exit 20 with one line naming it (it used to be cp's
+    /// "cannot overwrite", exit 1), what comes before it copied, the entry in the way kept.
+    func testForcedImportThroughTheMountRefusesAFileDirectoryClashAsOffline() {
+        let sb = Sandbox("pv-live-clash")
+        sb.initStore()
+        let src = sb.plainDir("src"), q = Sandbox.quote(src)
+        sb.ok("mkdir \(q)/a-dir && echo in > \(q)/a-dir/f && echo file > \(q)/b-file && echo z > \(q)/z")
+        let mp = sb.mount()
+        let qm = Sandbox.quote(mp)
+        for (at, inTheWay) in [("/one", "a-dir"), ("/two", "b-file")] {
+            sb.ok("cd \(qm) && mkdir -p .\(at)/src && "
+                  + (inTheWay == "a-dir" ? "echo old > .\(at)/src/a-dir" : "mkdir .\(at)/src/b-file"))
+            let r = T.pv(sb, ["import", "--force", src, at])
+            assertFailure(r, 20, "already exists: \(at)/src/\(inTheWay)", at)
+            // Offline order: a-dir, b-file, z; what precedes the clash is copied, nothing after.
+            XCTAssertEqual(sb.ok("cd \(qm)\(at)/src && ls -A && stat -c %F \(inTheWay)"),
+                           (inTheWay == "a-dir" ? "a-dir\nregular file\n" : "a-dir\nb-file\ndirectory\n"))
+        }
+        XCTAssertEqual(sb.ok("cat \(qm)/one/src/a-dir \(qm)/two/src/a-dir/f"), "old\nin\n")
+        sb.unmount(mp)
+        // Offline gives the same.
+        let off = T.pv(sb, ["import", "--force", src, "/one"])
+        assertFailure(off, 20, "already exists: /one/src/a-dir")
+    }
+
     func testImportWithClassThroughTheLiveMount() {
         let (sb, src) = T.sandboxWithTree("pv-live-class")
         let mp = sb.mount()

@@ -68,8 +68,8 @@ extension MountRoute {
     /// offline (cp -R would recreate them in the vault): each is passed to `skipped` when
     /// the copy reaches it, and a new directory that holds one is made here (0700), its
     /// other entries copied one by one and its mode and times set after them, as cp does.
-    /// Without `force` an existing file or symlink, or a file, symlink or directory in the
-    /// way of the other kind, is the offline `exists` error (exit 20): as offline, only what
+    /// Without `force` an existing file or symlink, and with or without it a file, symlink or
+    /// directory in the way of the other kind, is the offline `exists` error (exit 20): as offline, only what
     /// comes before that first conflict is copied (existing directories are merged) and the
     /// error is thrown. Without a conflict or a skip one `cp -R` copies everything. With a
     /// class, every file the copy created or replaced then gets it; directories keep the
@@ -201,8 +201,8 @@ extension MountRoute {
             let exists = lstat(landing.map { CChar(bitPattern: $0) } + [0], &there) == 0
             if OfflineSys.isDirectory(st) {
                 if exists && !OfflineSys.isDirectory(there) {
-                    // A file or symlink in the way is an error, as offline (cp's with force).
-                    if force { add(src, into: into); return false }
+                    // A file or symlink in the way is never replaced by a directory, as
+                    // offline: the `exists` error, with --force too (not cp's).
                     conflict = vault
                     return true
                 }
@@ -226,8 +226,9 @@ extension MountRoute {
                 }
                 return false
             }
-            // An existing file or symlink is refused without force.
-            if exists && !force { conflict = vault; return true }
+            // An existing file or symlink is refused without force; a directory is never
+            // replaced by a file or symlink, with force either (offline's `exists`, not cp's error).
+            if exists && (!force || OfflineSys.isDirectory(there)) { conflict = vault; return true }
             add(src, into: into)
             return false
         }
