@@ -202,6 +202,51 @@ final class OfflineLiveMountTests: XCTestCase {
         assertFailure(off, 20, "already exists: /one/src/a-dir")
     }
 
+    /// The same tree imported offline and through the mount gives the same entries: modes,
+    /// mtimes and exactly the `user.*` extended attributes offline seals, on files and
+    /// directories (the live route used to copy none). Neither copies other namespaces nor
+    /// the attributes the mount answers itself: a source's `user.photovault.class` is not
+    /// honoured (the class is --class or the directory's default) and was stored offline,
+    /// where the mount then listed the attribute twice.
+    func testImportThroughTheMountCopiesUserXattrsAsOffline() {
+        let sb = Sandbox("pv-live-xattr")
+        sb.initStore()
+        let src = sb.plainDir("src"), q = Sandbox.quote(src)
+        let tag = "LIX\(UUID().uuidString.prefix(8))"
+        MountXattrCopyTests.makeTree(sb, at: src, tag: tag)
+        sb.ok("""
+        set -e
+        cd \(q)
+        mkdir ro-dir && echo r > ro-dir/f && setfattr -n user.ro-note -v "RO-\(tag)" ro-dir ro-dir/f
+        chmod 0444 ro-dir/f && chmod 0555 ro-dir
+        setfattr -n user.photovault.class -v none notes.txt
+        setfattr -n user.xdg.robots.index -v true plain-dir
+        setfattr -n trusted.secret -v "TRUSTED-\(tag)" notes.txt
+        touch -d '2013-01-01 00:00:00.5' ro-dir ro-dir/f . plain-dir
+        """)
+        XCTAssertEqual(T.pv(sb, ["import", src, "/off"]).status, 0)
+        let mp = sb.mount()
+        let live = T.pv(sb, ["import", src, "/live"])
+        XCTAssertEqual(live.status, 0, live.stderr)
+        XCTAssertEqual(live.stderr, "imported through the live mount at \(mp)\n")
+
+        let expected = MountXattrCopyTests.xattrs(sb, src)
+        XCTAssertTrue(expected.contains("./ro-dir/f user.ro-note="), expected)
+        let off = MountXattrCopyTests.xattrs(sb, mp + "/off/src", includingVirtual: true)
+        XCTAssertEqual(MountXattrCopyTests.xattrs(sb, mp + "/live/src", includingVirtual: true), off)
+        // Exactly the source's user.* attributes besides the virtual ones, each once.
+        let real = off.split(separator: "\n").filter { $0.range(of: MountXattrCopyTests.virtualPattern, options: .regularExpression) == nil }
+        XCTAssertEqual(real.map(String.init), expected.split(separator: "\n").map(String.init)
+            .filter { !$0.contains("user.photovault.class=") && !$0.contains("user.xdg.robots.") })
+        XCTAssertTrue(off.contains("./notes.txt user.photovault.class=0x636f6d706c657465\n"), off)   // "complete"
+        XCTAssertEqual(off.components(separatedBy: "./notes.txt user.photovault.class=").count, 2, off)
+        XCTAssertEqual(T.listing(sb, mp + "/live/src"), T.listing(sb, mp + "/off/src"))
+        XCTAssertEqual(T.listing(sb, mp + "/live/src"), T.listing(sb, src))
+        sb.unmount(mp)
+        XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
+        sb.assertNoPlaintext([tag, "ro-note", "TRUSTED-"])
+    }
+
     func testImportWithClassThroughTheLiveMount() {
         let (sb, src) = T.sandboxWithTree("pv-live-class")
         let mp = sb.mount()

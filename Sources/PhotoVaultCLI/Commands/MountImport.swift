@@ -91,8 +91,11 @@ extension MountRoute {
                 _ = plan.walk(resolved[resolved.count - 1], vault: dest.appending(Array(name.utf8)), into: destDir)
             }
         }
-        if plan.conflict == nil && plan.skips == 0 { plan.jobs = [.copy(resolved, into: destDir)] }
-        var targets: [ClassTarget] = []
+        if plan.conflict == nil && plan.skips == 0 {
+            plan.jobs = [.copy(resolved, into: destDir)]
+            plan.directories = []   // the one cp covers them (collect)
+        }
+        var targets: [CopyTarget] = plan.directories
         var status: Int32 = 0
         var out = ""
         var skips = 0
@@ -117,11 +120,9 @@ extension MountRoute {
                 // path is not UTF-8 (only a child name read from disk can be) is not copied.
                 let srcs = all.filter { String(validating: $0, as: UTF8.self) != nil }
                 guard !srcs.isEmpty, String(validating: into, as: UTF8.self) != nil else { continue }
-                if cls != nil {
-                    for src in srcs {
-                        collect(src, landing: into + [47] + (src.split(separator: 47).last.map(Array.init) ?? []),
-                                force: force, into: &targets)
-                    }
+                for src in srcs {
+                    collect(src, landing: into + [47] + (src.split(separator: 47).last.map(Array.init) ?? []),
+                            force: force, into: &targets)
                 }
                 // --remove-destination, not -f: cp -f writes through an existing symlink of the
                 // vault, possibly to a file outside it; offline, --force replaces the link itself.
@@ -137,9 +138,14 @@ extension MountRoute {
             if case .finishDirectory(let p, let st) = job, made.contains(p), PendingDirectory.keepsOwnerAccess(st.st_mode) { finish(p, st) }
         }
         if let failure { throw failure }
+        // cp copies no extended attribute (it would copy every namespace it can and write
+        // the mount's virtual ones): the user.* ones offline import copies, as it does.
+        // After a failed copy, only the entries it created are sure to be new copies.
+        for t in targets where status == 0 || !t.existed {
+            do { try copyXattrs(t.source, to: t.path) } catch { if status == 0 { throw error } }
+        }
         if let c = cls {
-            // After a failed copy, only the files it created are sure to be new copies.
-            for t in targets where status == 0 || !t.existed {
+            for t in targets where !t.isDirectory && (status == 0 || !t.existed) {
                 let p = t.path.map { CChar(bitPattern: $0) } + [0]
                 do { try setClass(p, c, display: String(decoding: t.path, as: UTF8.self)) } catch { if status == 0 { throw error } }
             }
@@ -151,6 +157,38 @@ extension MountRoute {
         }
         if let conflict = plan.conflict { throw StoreError.exists(conflict.description) }
         return skips
+    }
+
+    /// Copies the `user.*` attributes of local `src` that offline import copies
+    /// (`Importer.importsXattr`) to `dst` on the mount, which seals them. A source
+    /// filesystem without xattrs has none; an attribute removed since it was listed is
+    /// passed over. The owner may lack write permission on `dst` (cp gave it its source's
+    /// mode), which setting a user attribute needs: it then gets it for the time of the
+    /// copy (chmod changes neither atime nor mtime).
+    static func copyXattrs(_ src: [UInt8], to dst: [UInt8]) throws {
+        let display = String(decoding: dst, as: UTF8.self)
+        // Only regular files and directories are targets; O_NONBLOCK in case one was swapped.
+        let fd = Glibc.open(src.map { CChar(bitPattern: $0) } + [0], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError.posix("open \(String(decoding: src, as: UTF8.self))") }
+        defer { close(fd) }
+        let names = try OfflineXattr.names(fd).filter(Importer.importsXattr)
+        guard !names.isEmpty else { return }
+        let d = dst.map { CChar(bitPattern: $0) } + [0]
+        var st = stat()
+        guard lstat(d, &st) == 0 else { throw StoreError.posix("stat \(display)") }
+        var opened = false
+        defer { if opened { _ = chmod(d, st.st_mode & 0o7777) } }
+        for name in names {
+            var value: [UInt8]
+            do { value = try OfflineXattr.get(fd, name) } catch StoreError.io(let e, _) where e == ENODATA { continue }
+            defer { secureZero(&value) }
+            while lsetxattr(d, name, value, value.count, 0) != 0 {
+                guard errno == EACCES, !opened, st.st_mode & S_IWUSR == 0, chmod(d, (st.st_mode & 0o7777) | S_IWUSR) == 0 else {
+                    throw StoreError.posix("set the extended attribute \(name) of \(display)")
+                }
+                opened = true
+            }
+        }
     }
 
     /// A directory made by the copy gets its source's mode and times after its entries, as
@@ -177,6 +215,9 @@ extension MountRoute {
         }
         let force: Bool
         var jobs: [Job] = []
+        /// Directories the walk merged into or made itself and finished (not inside one
+        /// `cp -R`), which get their source's xattrs after the copy, as offline.
+        var directories: [CopyTarget] = []
         var conflict: VaultPath?
         var skips = 0
 
@@ -216,14 +257,13 @@ extension MountRoute {
                 for e in entries {
                     if walk(src + [47] + e.raw, vault: vault.appending(e.raw), into: landing) { return true }
                 }
-                if !exists {
-                    if skips == skipsBefore {
-                        jobs.removeSubrange(mark...)
-                        add(src, into: into)
-                    } else {
-                        jobs.append(.finishDirectory(landing, st))
-                    }
+                if !exists && skips == skipsBefore {
+                    jobs.removeSubrange(mark...)
+                    add(src, into: into)
+                    return false
                 }
+                directories.append(CopyTarget(source: src, path: landing, existed: exists, isDirectory: true))
+                if !exists { jobs.append(.finishDirectory(landing, st)) }
                 return false
             }
             // An existing file or symlink is refused without force; a directory is never
@@ -239,30 +279,37 @@ extension MountRoute {
         }
     }
 
-    /// A regular file the copy will write, and whether it was there before (then it is
-    /// written only with force).
-    struct ClassTarget {
+    /// A regular file the copy will write, or a directory it makes or merges into, with its
+    /// local source, and whether it was there before (a file is then written only with force).
+    struct CopyTarget {
+        let source: [UInt8]
         let path: [UInt8]
         let existed: Bool
+        let isDirectory: Bool
     }
 
     /// The regular files a copy of local `src` to `landing` on the mount creates or, with
-    /// `force`, replaces. Raw bytes: a local name need not be valid UTF-8.
-    private static func collect(_ src: [UInt8], landing: [UInt8], force: Bool, into out: inout [ClassTarget]) {
+    /// `force`, replaces, and the directories it makes or merges into. Raw bytes: a local
+    /// name need not be valid UTF-8.
+    private static func collect(_ src: [UInt8], landing: [UInt8], force: Bool, into out: inout [CopyTarget]) {
         var st = stat(), there = stat()
         guard lstat(src.map { CChar(bitPattern: $0) } + [0], &st) == 0 else { return }
         let existed = lstat(landing.map { CChar(bitPattern: $0) } + [0], &there) == 0
         if OfflineSys.isRegular(st) {
             // cp -n skips an existing file; a symlink or directory in the way is not a copy.
-            if !existed || (force && OfflineSys.isRegular(there)) { out.append(ClassTarget(path: landing, existed: existed)) }
+            if !existed || (force && OfflineSys.isRegular(there)) {
+                out.append(CopyTarget(source: src, path: landing, existed: existed, isDirectory: false))
+            }
             return
         }
-        guard OfflineSys.isDirectory(st) else { return }
+        guard OfflineSys.isDirectory(st), !existed || OfflineSys.isDirectory(there) else { return }
         let fd = Glibc.open(src.map { CChar(bitPattern: $0) } + [0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return }
         defer { close(fd) }
         for e in (try? OfflineSys.list(fd)) ?? [] {
             collect(src + [47] + e.raw, landing: landing + [47] + e.raw, force: force, into: &out)
         }
+        // After its entries, as offline.
+        out.append(CopyTarget(source: src, path: landing, existed: existed, isDirectory: true))
     }
 }

@@ -34,6 +34,19 @@ public final class Importer {
     /// Why a FIFO, socket or device is skipped (`.skipped`), through a live mount too.
     public static let unsupportedTypeReason = "not a regular file, directory or symlink"
 
+    /// The `user.*` attributes import does not copy (offline or through a live mount):
+    /// export's marker of a directory it had not finished, and the ones a mount answers
+    /// itself (`VaultFileSystem.classAttribute` and `robotAttributes`). An imported file's
+    /// class is `--class` or its directory's default, never its source's
+    /// `user.photovault.class` (a copy out of a mount carries one); stored, such an
+    /// attribute would only be listed twice on the mount, hidden behind the virtual one.
+    public static let notImportedXattrs: Set<String> = [
+        PendingDirectory.localMarker, "user.photovault.class", "user.xdg.robots.index", "user.xdg.robots.backup",
+    ]
+
+    /// Whether import copies a source's extended attribute `name`.
+    public static func importsXattr(_ name: String) -> Bool { name.hasPrefix("user.") && !notImportedXattrs.contains(name) }
+
     /// Mode of a file read from stdin (there is no source mode to keep).
     public static let stdinMode: mode_t = 0o644
 
@@ -254,10 +267,10 @@ public final class Importer {
         }
 
         /// Seals the source's `user.*` attributes onto the ciphertext entry (the stored name
-        /// and value as FORMAT.md section 8); other namespaces are not copied.
+        /// and value as FORMAT.md section 8); other namespaces are not copied, nor the
+        /// `user.*` names of `notImportedXattrs`.
         func importXattrs(from src: Int32, to dst: Int32) throws {
-            // Not export's marker of a directory it had not finished.
-            for name in try OfflineXattr.names(src) where name.hasPrefix("user.") && name != PendingDirectory.localMarker {
+            for name in try OfflineXattr.names(src) where Importer.importsXattr(name) {
                 let value = try OfflineXattr.get(src, name)
                 let stored = tree.xattrs.storedName(Array(name.utf8))
                 try OfflineXattr.set(dst, stored, tree.xattrs.sealValue(value, storedName: stored))

@@ -130,7 +130,7 @@ public enum OfflineSys {
 
 /// Extended attributes by fd. `<sys/xattr.h>` is in neither Glibc's Swift module nor the
 /// store's C shim, so the three libc calls are looked up once at run time.
-enum OfflineXattr {
+public enum OfflineXattr {
     private typealias GetFn = @convention(c) (Int32, UnsafePointer<CChar>, UnsafeMutableRawPointer?, Int) -> Int
     private typealias ListFn = @convention(c) (Int32, UnsafeMutablePointer<CChar>?, Int) -> Int
     private typealias SetFn = @convention(c) (Int32, UnsafePointer<CChar>, UnsafeRawPointer?, Int, Int32) -> Int32
@@ -147,7 +147,7 @@ enum OfflineXattr {
 
     /// Attribute names of an open file or directory. Filesystems without xattr support
     /// answer as if there were none.
-    static func names(_ fd: Int32) throws -> [String] {
+    public static func names(_ fd: Int32) throws -> [String] {
         while true {
             let n = flist(fd, nil, 0)
             if n < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP) { return [] }
@@ -161,7 +161,7 @@ enum OfflineXattr {
         }
     }
 
-    static func get(_ fd: Int32, _ name: String) throws -> [UInt8] {
+    public static func get(_ fd: Int32, _ name: String) throws -> [UInt8] {
         while true {
             let n = fget(fd, name, nil, 0)
             guard n >= 0 else { throw StoreError.posix("getxattr") }
