@@ -247,6 +247,29 @@ final class OfflineLiveMountTests: XCTestCase {
         sb.assertNoPlaintext([tag, "ro-note", "TRUSTED-"])
     }
 
+    /// A directory the user already had keeps its mode through the mount, as offline: the
+    /// one `cp -R` used to give a directory it merged into its source's mode and mtime.
+    func testImportThroughTheMountKeepsTheModeOfAnExistingDirectoryAsOffline() {
+        let (sb, src) = T.sandboxWithTree("pv-live-merge")   // src/2024 is 0755, 2016-01-01
+        let mp = sb.mount()
+        let qm = Sandbox.quote(mp)
+        sb.ok("mkdir -p \(qm)/off/src/2024 \(qm)/live/src/2024 && chmod 0711 \(qm)/off/src/2024 \(qm)/live/src/2024")
+        sb.unmount(mp)
+        XCTAssertEqual(T.pv(sb, ["import", src, "/off"]).status, 0)
+        _ = sb.mount()
+        let live = T.pv(sb, ["import", src, "/live"])
+        XCTAssertEqual(live.status, 0, live.stderr)
+        for at in ["off", "live"] {
+            let line = sb.ok("stat -c '%a %Y' \(qm)/\(at)/src/2024")
+            XCTAssertTrue(line.hasPrefix("711 "), "\(at): \(line)")
+            XCTAssertNotEqual(line, "711 1451606400\n", at)   // not the source's mtime: entries were added
+        }
+        // Everything else as offline.
+        XCTAssertEqual(T.listing(sb, mp + "/live/src").split(separator: "\n").filter { !$0.hasPrefix("2024 ") },
+                       T.listing(sb, mp + "/off/src").split(separator: "\n").filter { !$0.hasPrefix("2024 ") })
+        sb.unmount(mp)
+    }
+
     func testImportWithClassThroughTheLiveMount() {
         let (sb, src) = T.sandboxWithTree("pv-live-class")
         let mp = sb.mount()

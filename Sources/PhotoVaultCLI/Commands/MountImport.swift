@@ -91,9 +91,11 @@ extension MountRoute {
                 _ = plan.walk(resolved[resolved.count - 1], vault: dest.appending(Array(name.utf8)), into: destDir)
             }
         }
+        var merged: [CopyPlan.Merged] = []
         if plan.conflict == nil && plan.skips == 0 {
             plan.jobs = [.copy(resolved, into: destDir)]
             plan.directories = []   // the one cp covers them (collect)
+            merged = plan.merged    // but it also gives them their source's mode and times
         }
         var targets: [CopyTarget] = plan.directories
         var status: Int32 = 0
@@ -132,6 +134,10 @@ extension MountRoute {
                 if status != 0 { break jobs }
             }
         }
+        // A directory the user already had keeps its mode and times, as offline (cp -R gives
+        // one it merges into its source's); its mtime is now if the copy added or replaced
+        // an entry in it, as the store's own directory would have.
+        for m in merged { restore(m) }
         // After a failure, the directories made here still get their modes and times, as
         // offline, when the mode leaves them open to their owner for a second run.
         for job in plan.jobs {
@@ -191,6 +197,17 @@ extension MountRoute {
         }
     }
 
+    /// An existing directory cp merged into: its mode and atime back, its mtime back unless
+    /// the copy added or replaced one of its entries (then now).
+    private static func restore(_ m: CopyPlan.Merged) {
+        let c = m.path.map { CChar(bitPattern: $0) } + [0]
+        var now = stat()
+        guard lstat(c, &now) == 0, OfflineSys.isDirectory(now) else { return }
+        if now.st_mode & 0o7777 != m.before.st_mode & 0o7777 { _ = chmod(c, m.before.st_mode & 0o7777) }
+        let mtime = m.changed ? timespec(tv_sec: 0, tv_nsec: Int(UTIME_NOW_VALUE)) : m.before.st_mtim
+        _ = utimensat(AT_FDCWD, c, [m.before.st_atim, mtime], AT_SYMLINK_NOFOLLOW)
+    }
+
     /// A directory made by the copy gets its source's mode and times after its entries, as
     /// `cp -R --preserve=mode,timestamps` gives them.
     private static func finish(_ p: [UInt8], _ st: stat) {
@@ -218,6 +235,14 @@ extension MountRoute {
         /// Directories the walk merged into or made itself and finished (not inside one
         /// `cp -R`), which get their source's xattrs after the copy, as offline.
         var directories: [CopyTarget] = []
+        /// An existing directory the walk merges into, as it was, and whether the copy adds
+        /// or replaces one of its entries.
+        struct Merged {
+            let path: [UInt8]
+            let before: stat
+            let changed: Bool
+        }
+        var merged: [Merged] = []
         var conflict: VaultPath?
         var skips = 0
 
@@ -254,6 +279,14 @@ extension MountRoute {
                 // Merged like cp -r; a new directory is one cp -R unless it holds a skipped entry.
                 let mark = jobs.count, skipsBefore = skips
                 if !exists { jobs.append(.makeDirectory(landing, vault)) }
+                if exists {
+                    var child = stat()
+                    let changed = entries.contains { e in
+                        lstat((landing + [47] + e.raw).map { CChar(bitPattern: $0) } + [0], &child) != 0
+                            || (force && !OfflineSys.isDirectory(child))
+                    }
+                    merged.append(Merged(path: landing, before: there, changed: changed))
+                }
                 for e in entries {
                     if walk(src + [47] + e.raw, vault: vault.appending(e.raw), into: landing) { return true }
                 }
