@@ -17,6 +17,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     case vaultAlreadyMounted(mountpoint: String?, pid: Int32?)
     case mountBusy(String)
     case notMounted(String)
+    /// `unmount` of a mountpoint that holds another file system (a tmpfs, another FUSE
+    /// program's): left alone.
+    case notPhotoVaultMount(String, fsType: String)
     /// An offline writer met the lock of a mount of the same vault it could not go through;
     /// the mountpoint is nil when only the daemon's pid is known (a foreground mount seen
     /// from another session).
@@ -40,7 +43,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .deadMount: return ExitCodes.deadMount
         case .alreadyMounted, .vaultAlreadyMounted: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
-        case .notMounted: return ExitCodes.notMounted
+        case .notMounted, .notPhotoVaultMount: return ExitCodes.notMounted
         case .vaultMounted, .repairWhileMounted: return ExitCodes.storeBusy
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
         case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed:
@@ -70,6 +73,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .vaultAlreadyMounted(nil, nil): return "this vault is already mounted elsewhere: unmount it there first"
         case .mountBusy(let p): return "\(p) is busy: close the files open there and try again"
         case .notMounted(let p): return "no vault is mounted at \(p)"
+        case .notPhotoVaultMount(let p, let type):
+            return "no vault is mounted at \(p): it holds a \(type) mount, which photovault leaves alone"
         case .vaultMounted(let u, let mp?, _): return "the vault of \(u) is mounted at \(mp): run this command on the mount or unmount first"
         case .vaultMounted(let u, nil, let pid):
             return "the vault of \(u) is mounted (photovault process \(pid)): run this command on the mount or unmount first"

@@ -104,6 +104,21 @@ final class MountFailureTests: XCTestCase {
         XCTAssertEqual(sb.pv(["unmount", sb.root + "/does-not-exist"]).status, 18)
     }
 
+    /// `unmount` of a mountpoint holding another file system refuses, and unmounts nothing: as
+    /// root it used to unmount a tmpfs (fusermount3 -u takes any mount from root) and said
+    /// "busy" about /proc.
+    func testUnmountOfAMountThatIsNotAPhotoVaultOneLeavesItAlone() {
+        let sb = Sandbox("pv-foreign")
+        let dir = sb.plainDir("tmpfs")
+        sb.ok("mount -t tmpfs -o size=1m pvtest \(Sandbox.quote(dir)) && echo KEEP > \(Sandbox.quote(dir))/f")
+        defer { _ = sb.run("umount -l \(Sandbox.quote(dir))") }
+        let r = sb.pv(["unmount", dir])
+        assertFailure(r, 18, "no vault is mounted at \(dir): it holds a tmpfs mount")
+        XCTAssertTrue(Harness.isMounted(dir), "photovault unmount removed a tmpfs")
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(dir))/f"), "KEEP\n")
+        assertFailure(sb.pv(["unmount", "/proc"]), 18, "no vault is mounted at /proc: it holds a proc mount")
+    }
+
     func testBusyUnmountExits17WithAClearMessage() throws {
         let sb = Sandbox("pv-busy")
         sb.initStore()

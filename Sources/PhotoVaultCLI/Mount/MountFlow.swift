@@ -105,7 +105,12 @@ enum MountFlow {
 
     static func unmount(_ args: ParsedArguments) throws -> Int32 {
         let mp = RuntimeRegistry.canonical(args.mountpoint)
-        guard isMountpoint(mp) else { throw CLIError.notMounted(mp) }
+        // Only a PhotoVault mount: fusermount3 run by root unmounts whatever is there (a
+        // tmpfs, /proc), and on /proc it said only "busy".
+        guard let mounted = MountInfoEntry.at(mp) else { throw CLIError.notMounted(mp) }
+        guard mounted.fsType == MountInfoEntry.photoVaultType else {
+            throw CLIError.notPhotoVaultMount(mp, fsType: mounted.fsType)
+        }
         let entry = RuntimeRegistry().entry(forMountpoint: mp)
         let (status, output) = runTool(["fusermount3", "-u", mp])
         if status != 0 {
