@@ -1,5 +1,6 @@
 import PhotoVaultCLI
 
+ProcessSetup.openStandardDescriptors()
 ProcessSetup.hardenProcess()
 ProcessSetup.runDaemonIfRequested(CommandLine.arguments)
 PhotoVaultCLI.main()

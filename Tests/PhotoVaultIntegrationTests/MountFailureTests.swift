@@ -119,6 +119,24 @@ final class MountFailureTests: XCTestCase {
         assertFailure(sb.pv(["unmount", "/proc"]), 18, "no vault is mounted at /proc: it holds a proc mount")
     }
 
+    /// A script that closes the mount's stdout and stderr: the mount comes up as usual. The
+    /// launcher's pipes used to land on fds 1 and 2 and be crossed with the daemon's fds 3
+    /// and 4: the key hand-over hit a closed pipe (SIGPIPE, exit 141) and nothing was mounted.
+    func testMountWithStdoutAndStderrClosedMounts() {
+        let sb = Sandbox("pv-closedfds")
+        sb.initStore()
+        let mp = sb.root + "/closed"
+        try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
+            .map(Sandbox.quote).joined(separator: " ")
+        sb.mounts.append(mp)
+        XCTAssertEqual(sb.run("\(mount) >&- 2>&-; echo \"rc=$?\"").stdout, "rc=0\n")
+        XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) })
+        sb.ok("echo CLOSED-FDS > \(Sandbox.quote(mp))/f")
+        XCTAssertEqual(MountProbe.state(sb, mp), "unlocked")
+        sb.unmount(mp)
+    }
+
     func testBusyUnmountExits17WithAClearMessage() throws {
         let sb = Sandbox("pv-busy")
         sb.initStore()

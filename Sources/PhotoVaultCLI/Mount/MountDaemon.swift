@@ -285,6 +285,18 @@ public enum ProcessSetup {
     /// Every photovault process handles passwords or keys: none may be dumped or ptraced.
     public static func hardenProcess() { Sodium.makeProcessNotDumpable() }
 
+    /// A caller that closed stdin, stdout or stderr (`photovault mount >&- 2>&-` in a script)
+    /// would have the next descriptors opened land there: the mount's pipes to its daemon
+    /// (which then mixed them up: SIGPIPE, exit 141, nothing mounted), a store file or
+    /// /dev/fuse, which a message meant for stderr would then be written into. They are
+    /// opened on /dev/null first, as daemons do.
+    public static func openStandardDescriptors() {
+        for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) < 0 {
+            let n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+            if n >= 0 && n != fd { dup2(n, fd); close(n) }
+        }
+    }
+
     /// Runs the background mount daemon if this process was started as one.
     public static func runDaemonIfRequested(_ argv: [String]) {
         if argv.count > 1 && argv[1] == DaemonLauncher.daemonCommand {
