@@ -62,4 +62,40 @@ final class MountCrashRecoveryTests: XCTestCase {
         sb.unmount(mp)
         sb.assertNoPlaintext(["CRASH-NOTE", "Crash-Album", "photo.jpg", "note.txt"])
     }
+
+    /// `mount -f 2>&1 | head -1` (or `| tee log` after Ctrl-C): the reader of the daemon's log
+    /// is gone. The next log line used to kill the daemon with SIGPIPE before it unmounted,
+    /// leaving a dead mount, its registration and unflushed writes behind.
+    func testForegroundDaemonWhoseLogReaderIsGoneStillUnmountsOnSIGTERM() throws {
+        let sb = Sandbox("pv-sigpipe")
+        sb.initStore()
+        let mp = sb.root + "/fg"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Harness.binary)
+        p.arguments = ["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus", "-f"]
+        p.environment = ProcessInfo.processInfo.environment.merging(sb.env) { _, b in b }
+        let log = Pipe()
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = log
+        try p.run()
+        sb.mounts.append(mp)
+        defer { if p.isRunning { p.terminate() } }
+        XCTAssertTrue(Harness.waitUntil(10) { Harness.isMounted(mp) })
+        try log.fileHandleForWriting.close()
+        try log.fileHandleForReading.close()   // like head -1 after its line
+        sb.ok("printf 'PIPE-NOTE\\n' > \(Sandbox.quote(mp))/note.txt")
+        kill(p.processIdentifier, SIGTERM)
+        XCTAssertTrue(Harness.waitUntil(10) { !p.isRunning })
+        p.waitUntilExit()
+        XCTAssertEqual(p.terminationReason, .exit, "the daemon died of signal \(p.terminationStatus)")
+        XCTAssertEqual(p.terminationStatus, 0)
+        XCTAssertFalse(Harness.isMounted(mp), "a dead mount was left")
+        XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
+        sb.mounts.removeAll { $0 == mp }
+        let again = sb.mount(at: "fg")
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(again))/note.txt"), "PIPE-NOTE\n")
+        sb.unmount(again)
+    }
 }

@@ -45,6 +45,10 @@ enum MountDaemon {
     static func serve(settings: MountSettings, masterKey: SecureBytes, treeID: [UInt8],
                       reporter: ReadyReporter?, log: @escaping @Sendable (String) -> Void) -> Int32 {
         Sodium.makeProcessNotDumpable()
+        // A log line to a reader that is gone (`mount -f 2>&1 | tee log` after Ctrl-C, which
+        // tee dies of too) must not kill the daemon before it unmounts: that left a dead
+        // mount and lost the writes it had not flushed. Writes fail with EPIPE instead.
+        signal(SIGPIPE, SIG_IGN)
         lockMemory(log: log)
         let layout = StoreLayout(root: settings.store)
         let config: StoreConfig
@@ -232,7 +236,11 @@ enum ControlCommands {
 /// Log sinks: stderr in the foreground, syslog (the journal) in the background.
 enum Logger {
     static func stderr() -> @Sendable (String) -> Void {
-        { msg in FileHandle.standardError.write(Data("photovault: \(msg)\n".utf8)) }
+        // write(2), not FileHandle, whose write traps on an error (EPIPE, EIO).
+        { msg in
+            let line = Array("photovault: \(msg)\n".utf8)
+            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress!, $0.count) }
+        }
     }
     static func syslog() -> @Sendable (String) -> Void {
         openlog("photovault", LOG_PID, LOG_USER)
