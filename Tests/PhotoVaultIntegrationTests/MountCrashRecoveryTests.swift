@@ -98,4 +98,16 @@ final class MountCrashRecoveryTests: XCTestCase {
         XCTAssertEqual(sb.ok("cat \(Sandbox.quote(again))/note.txt"), "PIPE-NOTE\n")
         sb.unmount(again)
     }
+
+    /// Every terminating signal a user sends (kill, Ctrl-C, a closed terminal, Ctrl-\) unmounts
+    /// and zeroes the keys. SIGQUIT used to kill the daemon outright: a dead mount was left.
+    func testTerminatingSignalsUnmountCleanly() {
+        let sb = Sandbox("pv-signals")
+        sb.initStore()
+        for (name, sig) in [("TERM", SIGTERM), ("INT", SIGINT), ("HUP", SIGHUP), ("QUIT", SIGQUIT)] {
+            let mp = sb.mount(at: "mnt-\(name)")
+            sb.ok("printf x > \(Sandbox.quote(mp))/a.jpg")
+            LockSourceTests.assertLockUnmounts(sb, mp, "SIG\(name)") { pid in kill(pid, sig) }
+        }
+    }
 }
