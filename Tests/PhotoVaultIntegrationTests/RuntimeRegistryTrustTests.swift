@@ -31,4 +31,26 @@ final class RuntimeRegistryTrustTests: XCTestCase {
         XCTAssertEqual(MountProbe.state(sb, mp), "locked")
         sb.unmount(mp)
     }
+
+    /// A registry directory the daemon cannot use: the mount still comes up, and `mount`
+    /// says on stderr that lock, unlock and status will not reach it. It used to say nothing
+    /// (only the journal knew), and those commands then answered "no vault is mounted".
+    func testAMountWhoseControlSocketCannotBeMadeSaysSo() {
+        let sb = Sandbox("pv-nosocket")
+        sb.initStore()
+        let registry = sb.root + "/photovault"
+        sb.ok("mkdir -m 0700 \(Sandbox.quote(registry)) && chown 65534 \(Sandbox.quote(registry))")
+        let mp = sb.root + "/mnt"
+        try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let r = sb.pv(["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+        sb.mounts.append(mp)
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(Harness.isMounted(mp))
+        let lines = r.stderr.split(separator: "\n")
+        XCTAssertEqual(lines.count, 1, r.stderr)
+        XCTAssertTrue(r.stderr.hasPrefix("photovault: warning: control socket unavailable: \(registry) is not a private directory"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("'photovault lock', 'unlock' and 'status' will not reach this mount"), r.stderr)
+        sb.ok("chown 0 \(Sandbox.quote(registry))")
+        sb.unmount(mp)
+    }
 }

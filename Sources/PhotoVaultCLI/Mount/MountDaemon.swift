@@ -135,7 +135,10 @@ enum MountDaemon {
                                         pid: getpid(), treeTag: RuntimeRegistry.treeTag(treeID),
                                         startTime: RuntimeRegistry.processStat(getpid())?.startTime))
         } catch {
-            log("control socket unavailable: \(error) (photovault lock/status will not reach this mount)")
+            // Said by `photovault mount` itself, not only in the journal: the mount came up, but
+            // lock, unlock and status will answer "no vault is mounted" for it.
+            let warning = "control socket unavailable: \(error) ('photovault lock', 'unlock' and 'status' will not reach this mount)"
+            if let r = reporter { r.warn(warning) } else { log("warning: " + warning) }
         }
         let thumbnailGuard = settings.privateThumbnails ? ThumbnailGuard.activate(mountpoint: settings.mountpoint, log: log) : nil
         log("mounted \(canonicalMP)")
