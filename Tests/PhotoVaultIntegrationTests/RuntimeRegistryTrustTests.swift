@@ -53,4 +53,30 @@ final class RuntimeRegistryTrustTests: XCTestCase {
         sb.ok("chown 0 \(Sandbox.quote(registry))")
         sb.unmount(mp)
     }
+
+    /// An entry from before start times were recorded (four lines), whose daemon is gone and
+    /// whose pid another program got: stale. It used to count as a live mount, so `mount`
+    /// of that vault said "already mounted" (16) while `unmount` said "not mounted" (18).
+    func testAnOldEntryWhosePidAnotherProgramGotIsStale() throws {
+        let sb = Sandbox("pv-pidreuse")
+        sb.initStore()
+        let mp = sb.mount()
+        let dir = sb.root + "/photovault"
+        let name = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".mount") })
+        let lines = try String(contentsOfFile: dir + "/" + name, encoding: .utf8).split(separator: "\n").map(String.init)
+        sb.unmount(mp)
+        sb.mounts.removeAll { $0 == mp }
+        let other = Process()
+        other.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        other.arguments = ["60"]
+        try other.run()
+        defer { other.terminate(); other.waitUntilExit() }
+        let old = [lines[0], lines[1], "\(other.processIdentifier)", lines[3]].joined(separator: "\n") + "\n"
+        try old.write(toFile: dir + "/" + name, atomically: true, encoding: .utf8)
+        XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
+        let again = sb.mount()
+        XCTAssertEqual(again, mp)
+        XCTAssertNotNil(MountProbe.daemonPID(sb, mp))
+        sb.unmount(mp)
+    }
 }

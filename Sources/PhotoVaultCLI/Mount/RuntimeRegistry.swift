@@ -123,7 +123,11 @@ public struct RuntimeRegistry {
     static func isRunning(_ pid: pid_t, startTime: String?) -> Bool {
         guard let st = processStat(pid) else { return false }
         guard st.state != "Z" && st.state != "X" else { return false }
-        return startTime == nil || startTime == st.startTime
+        if let t = startTime { return t == st.startTime }
+        // An entry written before start times were recorded: the pid must at least be a
+        // photovault process. Any later holder of the pid used to keep the entry alive, and
+        // with it "already mounted" (exit 16) from every mount of that vault.
+        return StorePath.basename(TreeLockHolder.commandLine(pid).first ?? "") == "photovault"
     }
 
     /// State letter and start time (field 3 and 22 of /proc/<pid>/stat); nil if no such process.
