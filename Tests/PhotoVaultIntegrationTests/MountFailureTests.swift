@@ -137,6 +137,25 @@ final class MountFailureTests: XCTestCase {
         sb.unmount(mp)
     }
 
+    /// A mountpoint inside the store is refused (a usage error, nothing mounted): it used to
+    /// mount there, leaving a stray directory in the store (in a user tree, one its own daemon
+    /// lists). A store inside the mountpoint likewise.
+    func testMountpointInsideTheStoreIsRefused() {
+        let sb = Sandbox("pv-inside")
+        sb.initStore()
+        let inner = sb.store + "/inner"
+        try? FileManager.default.createDirectory(atPath: inner, withIntermediateDirectories: true)
+        let r = sb.pv(["mount", inner, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+        if r.status == 0 { sb.mounts.append(inner) }
+        assertFailure(r, 2, "the mountpoint \(inner) is inside the store \(sb.store): choose a directory outside it")
+        XCTAssertFalse(Harness.isMounted(inner))
+        let outer = sb.plainDir("outer")
+        let r2 = sb.pv(["mount", outer, "--store", outer + "/store", "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+        if r2.status == 0 { sb.mounts.append(outer) }
+        assertFailure(r2, 2, "the store \(outer)/store is inside the mountpoint \(outer)")
+        XCTAssertFalse(Harness.isMounted(outer))
+    }
+
     func testBusyUnmountExits17WithAClearMessage() throws {
         let sb = Sandbox("pv-busy")
         sb.initStore()

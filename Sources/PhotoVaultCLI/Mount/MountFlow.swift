@@ -23,6 +23,16 @@ enum MountFlow {
         settings.privateThumbnails = args.flag("private-thumbnails")
 
         guard access("/dev/fuse", R_OK | W_OK) == 0 else { throw CLIError.noFuseDevice(errno) }
+        // A mount inside the store came up and put a stray directory into it (inside a user
+        // tree, one the daemon lists itself); a store inside the mountpoint would be hidden
+        // from its own daemon by the mount.
+        let (realMP, realStore) = (RuntimeRegistry.canonical(settings.mountpoint), RuntimeRegistry.canonical(settings.store))
+        if realMP == realStore || realMP.hasPrefix(realStore + "/") {
+            throw args.usageError("the mountpoint \(realMP) is inside the store \(realStore): choose a directory outside it")
+        }
+        if realStore.hasPrefix(realMP + "/") {
+            throw args.usageError("the store \(realStore) is inside the mountpoint \(realMP): choose a directory outside it")
+        }
         try prepareMountpoint(settings.mountpoint, isDefault: args.argument("MOUNTPOINT") == nil)
         settings.mountpoint = RuntimeRegistry.canonical(settings.mountpoint)
         settings.store = RuntimeRegistry.canonical(settings.store)
