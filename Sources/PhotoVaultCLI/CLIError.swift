@@ -20,6 +20,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// `unmount` of a mountpoint that holds another file system (a tmpfs, another FUSE
     /// program's): left alone.
     case notPhotoVaultMount(String, fsType: String)
+    /// `unmount`, `lock` or `unlock` of a PhotoVault mount another OS user made.
+    case otherUsersMount(String, uid: uid_t)
     /// An offline writer met the lock of a mount of the same vault it could not go through;
     /// the mountpoint is nil when only the daemon's pid is known (a foreground mount seen
     /// from another session).
@@ -48,7 +50,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
         case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed:
             return ExitCodes.passwordNotRead
-        case .notImplemented, .failed:
+        case .notImplemented, .failed, .otherUsersMount:
             return ExitCodes.generic
         }
     }
@@ -73,6 +75,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .vaultAlreadyMounted(nil, nil): return "this vault is already mounted elsewhere: unmount it there first"
         case .mountBusy(let p): return "\(p) is busy: close the files open there and try again"
         case .notMounted(let p): return "no vault is mounted at \(p)"
+        case .otherUsersMount(let p, let uid):
+            return "the vault at \(p) is mounted by another user (uid \(uid)): only they can unmount, lock or unlock it"
         case .notPhotoVaultMount(let p, let type):
             return "no vault is mounted at \(p): it holds a \(type) mount, which photovault leaves alone"
         case .vaultMounted(let u, let mp?, _): return "the vault of \(u) is mounted at \(mp): run this command on the mount or unmount first"

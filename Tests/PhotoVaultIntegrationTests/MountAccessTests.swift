@@ -68,6 +68,27 @@ final class MountAccessTests: XCTestCase {
         return Harness.run(["useradd", "-M", "-s", "/bin/bash", "pvtestuser"]).status == 0
     }
 
+    /// Another OS user's `unmount`, `lock` and `unlock` of this mount say whose it is and
+    /// change nothing. `unmount` used to pass on fusermount3's "entry for ... not found in
+    /// /etc/mtab", `lock` and `unlock` said "no vault is mounted" (18) about a live mount.
+    func testAnotherOSUsersUnmountLockAndUnlockSayWhoseMountItIs() {
+        XCTAssertTrue(Self.ensureTestUser(), "useradd pvtestuser failed")
+        let sb = Sandbox("pv-otheruid")
+        chmod(sb.root, 0o755)
+        sb.initStore()
+        let mp = sb.mount(extra: ["--on-lock", "stay"])
+        chmod(sb.passfile, 0o644)
+        let pv = Sandbox.quote(Harness.binary)
+        for args in ["unmount \(Sandbox.quote(mp))", "lock \(Sandbox.quote(mp))",
+                     "unlock \(Sandbox.quote(mp)) --user alice --passfile \(Sandbox.quote(sb.passfile))"] {
+            let r = sb.run("runuser -u pvtestuser -- env -u XDG_RUNTIME_DIR \(pv) \(args)")
+            assertFailure(r, 1, "the vault at \(mp) is mounted by another user (uid 0): only they can unmount, lock or unlock it", args)
+        }
+        XCTAssertTrue(Harness.isMounted(mp))
+        XCTAssertEqual(MountProbe.state(sb, mp), "unlocked")
+        sb.unmount(mp)
+    }
+
     /// Without --allow-other another OS user cannot even enter the mountpoint; with it, the
     /// kernel enforces the file modes (default_permissions).
     func testOtherOSUserRefusedUnlessAllowOtherThenModesEnforced() throws {

@@ -121,6 +121,10 @@ enum MountFlow {
         guard mounted.fsType == MountInfoEntry.photoVaultType else {
             throw CLIError.notPhotoVaultMount(mp, fsType: mounted.fsType)
         }
+        if let owner = mounted.ownerUID, owner != getuid(), getuid() != 0 {
+            // fusermount3 said only "entry for ... not found in /etc/mtab".
+            throw CLIError.otherUsersMount(mp, uid: owner)
+        }
         let entry = RuntimeRegistry().entry(forMountpoint: mp)
         let (status, output) = runTool(["fusermount3", "-u", mp])
         if status != 0 {
@@ -143,7 +147,7 @@ enum MountFlow {
 
     static func unlock(_ args: ParsedArguments) throws -> Int32 {
         let mp = RuntimeRegistry.canonical(args.mountpoint)
-        guard let entry = RuntimeRegistry().entry(forMountpoint: mp) else { throw CLIError.notMounted(mp) }
+        guard let entry = RuntimeRegistry().entry(forMountpoint: mp) else { throw unregistered(mp) }
         let layout = StoreLayout(root: entry.store)
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
@@ -175,12 +179,20 @@ enum MountFlow {
     private static func control(_ mountpoint: String, _ request: ControlRequest) throws -> ControlReply {
         let mp = RuntimeRegistry.canonical(mountpoint)
         try RuntimeRegistry().checkDirectory()
-        guard RuntimeRegistry().entry(forMountpoint: mp) != nil else { throw CLIError.notMounted(mp) }
+        guard RuntimeRegistry().entry(forMountpoint: mp) != nil else { throw unregistered(mp) }
         do {
             return try ControlClient.send(path: RuntimeRegistry().socketPath(forMountpoint: mp), request: request, timeout: 10)
         } catch {
             throw CLIError.failed("cannot reach the daemon of \(mp): \(error)")
         }
+    }
+
+    /// Why `lock`/`unlock` find no mount of this user registered at `mp`: another user's
+    /// PhotoVault mount may be there (they used to say "no vault is mounted").
+    private static func unregistered(_ mp: String) -> CLIError {
+        guard let m = MountInfoEntry.at(mp), m.fsType == MountInfoEntry.photoVaultType else { return .notMounted(mp) }
+        if let owner = m.ownerUID, owner != getuid() { return .otherUsersMount(mp, uid: owner) }
+        return .notMounted(mp)
     }
 
     /// Runs a tool, returning its status and combined output.

@@ -156,6 +156,8 @@ struct MountInfoEntry {
     /// `major:minor`, as st_dev shows it.
     var device: String
     var fsType: String
+    /// The `user_id=` of a FUSE mount's super options: who mounted it.
+    var ownerUID: uid_t? = nil
 
     /// Every mount of this mount namespace, in mount order (a later one covers an earlier one
     /// at the same place).
@@ -166,7 +168,10 @@ struct MountInfoEntry {
             guard halves.count >= 2 else { return nil }
             let f = halves[0].split(separator: " ")
             guard f.count >= 5, let type = halves[1].split(separator: " ").first else { return nil }
-            return MountInfoEntry(mountpoint: unescapeMountinfo(String(f[4])), device: String(f[2]), fsType: String(type))
+            let superOptions = halves[1].split(separator: " ").dropFirst(2).first?.split(separator: ",") ?? []
+            let owner = superOptions.first { $0.hasPrefix("user_id=") }.flatMap { uid_t($0.dropFirst("user_id=".count)) }
+            return MountInfoEntry(mountpoint: unescapeMountinfo(String(f[4])), device: String(f[2]), fsType: String(type),
+                                  ownerUID: owner)
         }
     }
 
