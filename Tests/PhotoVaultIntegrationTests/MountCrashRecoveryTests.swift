@@ -38,6 +38,10 @@ final class MountCrashRecoveryTests: XCTestCase {
         let dead = sb.run("ls \(q)")
         XCTAssertNotEqual(dead.status, 0)
         XCTAssertTrue(dead.stderr.contains("Transport endpoint is not connected"), dead.stderr)
+        // `lock` and `unlock` say what is there (they said "no vault is mounted", 18).
+        for args in [["lock", mp], ["unlock", mp, "--user", "alice", "--passfile", sb.passfile]] {
+            assertFailure(sb.pv(args), 25, "\(mp) holds a dead PhotoVault mount (its daemon is gone)", args[0])
+        }
         // The dead daemon's registration does not block mounting the same vault elsewhere.
         let other = sb.mount(at: "elsewhere")
         sb.ok("cmp \(Sandbox.quote(plain))/photo.jpg \(Sandbox.quote(other))/Crash-Album/photo.jpg")

@@ -188,10 +188,12 @@ enum MountFlow {
     }
 
     /// Why `lock`/`unlock` find no mount of this user registered at `mp`: another user's
-    /// PhotoVault mount may be there (they used to say "no vault is mounted").
+    /// PhotoVault mount, or a dead one (they used to say "no vault is mounted").
     private static func unregistered(_ mp: String) -> CLIError {
         guard let m = MountInfoEntry.at(mp), m.fsType == MountInfoEntry.photoVaultType else { return .notMounted(mp) }
         if let owner = m.ownerUID, owner != getuid() { return .otherUsersMount(mp, uid: owner) }
+        var st = stat()
+        if stat(mp, &st) != 0 && errno == ENOTCONN { return .deadMount(m.mountpoint, fsType: m.fsType) }
         return .notMounted(mp)
     }
 
