@@ -79,4 +79,23 @@ final class RuntimeRegistryTrustTests: XCTestCase {
         XCTAssertNotNil(MountProbe.daemonPID(sb, mp))
         sb.unmount(mp)
     }
+
+    /// The runtime directory removed under a live mount (systemd removes /run/user/<uid> at
+    /// the last logout; a lingering daemon keeps the vault mounted): the daemon registers
+    /// again, so `status` shows the mount and `lock` reaches it. They used to say "no vault
+    /// mounted" / "no vault is mounted" about a mounted, unlocked vault.
+    func testARemovedRuntimeDirectoryIsMadeAgainByTheDaemon() {
+        let sb = Sandbox("pv-rmruntime")
+        sb.initStore()
+        let mp = sb.mount(extra: ["--on-lock", "stay"])
+        let registry = sb.root + "/photovault"
+        sb.ok("rm -rf \(Sandbox.quote(registry))")
+        XCTAssertTrue(Harness.waitUntil(8) { MountProbe.state(sb, mp) == "unlocked" }, sb.pv(["status"]).stdout)
+        let lock = sb.pv(["lock", mp])
+        XCTAssertEqual(lock.status, 0, lock.stderr)
+        XCTAssertEqual(MountProbe.state(sb, mp), "locked")
+        sb.unmount(mp)
+        XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
+        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: registry)) ?? ["?"], [])
+    }
 }

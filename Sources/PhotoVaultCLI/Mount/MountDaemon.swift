@@ -124,6 +124,7 @@ enum MountDaemon {
             }
         }
         var control: ControlSocketServer? = nil
+        var keeper: RegistrationKeeper? = nil
         do {
             try registry.ensureDirectory()
             let server = ControlSocketServer(path: registry.socketPath(forMountpoint: canonicalMP), allowedUID: getuid(),
@@ -131,9 +132,11 @@ enum MountDaemon {
                                              log: log)
             try server.start()
             control = server
-            try registry.register(.init(mountpoint: canonicalMP, store: RuntimeRegistry.canonical(settings.store),
-                                        pid: getpid(), treeTag: RuntimeRegistry.treeTag(treeID),
-                                        startTime: RuntimeRegistry.processStat(getpid())?.startTime))
+            let entry = RuntimeRegistry.Entry(mountpoint: canonicalMP, store: RuntimeRegistry.canonical(settings.store),
+                                              pid: getpid(), treeTag: RuntimeRegistry.treeTag(treeID),
+                                              startTime: RuntimeRegistry.processStat(getpid())?.startTime)
+            keeper = RegistrationKeeper(server: server, registry: registry, entry: entry, log: log)
+            try registry.register(entry)
         } catch {
             // Said by `photovault mount` itself, not only in the journal: the mount came up, but
             // lock, unlock and status will answer "no vault is mounted" for it.
@@ -144,6 +147,7 @@ enum MountDaemon {
         log("mounted \(canonicalMP)")
         reporter?.succeed()
         if !settings.foreground { detachStdio() }
+        keeper?.start()
 
         let code = fs.run()
         thumbnailGuard?.deactivate()
@@ -153,6 +157,7 @@ enum MountDaemon {
         signals.stop()
         idle?.stop()
         bus?.stop()
+        keeper?.stop()
         control?.stop()
         registry.unregister(mountpoint: canonicalMP)
         treeLock.release()
@@ -182,6 +187,69 @@ enum MountDaemon {
     private static func detachStdio() {
         let fd = open("/dev/null", O_RDWR)
         if fd >= 0 { dup2(fd, 0); dup2(fd, 1); dup2(fd, 2); if fd > 2 { close(fd) } }
+    }
+}
+
+/// Makes the mount's registration (control socket and entry) again when it disappears: the
+/// runtime directory goes at the user's last logout (systemd removes /run/user/<uid>) while a
+/// lingering daemon keeps the vault mounted, and tmp cleaners age /tmp/photovault-<uid>.
+/// Without it `status` said "no vault mounted" about a mounted, unlocked vault, and
+/// `lock` could not reach it.
+final class RegistrationKeeper: @unchecked Sendable {
+    static let interval = 2.0
+    private let server: ControlSocketServer
+    private let registry: RuntimeRegistry
+    private let entry: RuntimeRegistry.Entry
+    private let log: @Sendable (String) -> Void
+    private let stopRequest = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private var started = false
+
+    init(server: ControlSocketServer, registry: RuntimeRegistry, entry: RuntimeRegistry.Entry,
+         log: @escaping @Sendable (String) -> Void) {
+        self.server = server
+        self.registry = registry
+        self.entry = entry
+        self.log = log
+    }
+
+    func start() {
+        started = true
+        let t = Thread { [self] in
+            defer { finished.signal() }
+            var failing = false
+            while stopRequest.wait(timeout: .now() + Self.interval) == .timedOut {
+                let socketGone = !Self.exists(server.path)
+                guard socketGone || !Self.exists(registry.entryPath(forMountpoint: entry.mountpoint)) else { continue }
+                do {
+                    if socketGone {
+                        server.stop()
+                        try registry.ensureDirectory()
+                        try server.start()
+                    }
+                    try registry.register(entry)
+                    log("registered again in \(registry.directory) (it had been removed)")
+                    failing = false
+                } catch {
+                    if !failing { log("cannot register again in \(registry.directory): \(error)") }
+                    failing = true
+                }
+            }
+        }
+        t.name = "photovault-registry"
+        t.start()
+    }
+
+    func stop() {
+        guard started else { return }
+        started = false
+        stopRequest.signal()
+        finished.wait()
+    }
+
+    private static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
     }
 }
 
