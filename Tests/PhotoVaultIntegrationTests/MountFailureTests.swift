@@ -156,6 +156,34 @@ final class MountFailureTests: XCTestCase {
         XCTAssertFalse(Harness.isMounted(outer))
     }
 
+    /// `photovault mount` killed (Ctrl-C) while it waits for its daemon: the user was told of
+    /// no mount, so none stays. The daemon, held with SIGSTOP until its parent is gone, used to
+    /// die of SIGPIPE on its "ready" line, leaving a dead mount (and, with SIGPIPE ignored,
+    /// would have left a live mount nobody knew of).
+    func testMountInterruptedBeforeTheDaemonIsReadyLeavesNoMount() {
+        let sb = Sandbox("pv-interrupt")
+        sb.initStore()
+        let mp = sb.plainDir("mnt")
+        sb.mounts.append(mp)
+        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
+            .map(Sandbox.quote).joined(separator: " ")
+        let r = sb.run("""
+        \(mount) & parent=$!
+        for i in $(seq 4000); do d=$(pgrep -f -- "[_]_mount-daemon store=.* mountpoint=\(mp) ") && break; sleep 0.002; done
+        [ -n "$d" ] || { echo "no daemon seen"; exit 1; }
+        kill -STOP $d; kill -TERM $parent; wait $parent; kill -CONT $d
+        for i in $(seq 100); do kill -0 $d 2>/dev/null || break; sleep 0.1; done
+        kill -0 $d 2>/dev/null && echo "daemon still running"
+        exit 0
+        """)
+        XCTAssertEqual(r.stdout, "", r.stderr)
+        XCTAssertFalse(Harness.isMounted(mp), "a mount nobody was told of (or a dead one) was left")
+        XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
+        // And the vault mounts there at once.
+        sb.mounts.removeAll { $0 == mp }
+        sb.unmount(sb.mount(at: "mnt"))
+    }
+
     func testBusyUnmountExits17WithAClearMessage() throws {
         let sb = Sandbox("pv-busy")
         sb.initStore()

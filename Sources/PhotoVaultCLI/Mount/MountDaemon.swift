@@ -145,7 +145,14 @@ enum MountDaemon {
         }
         let thumbnailGuard = settings.privateThumbnails ? ThumbnailGuard.activate(mountpoint: settings.mountpoint, log: log) : nil
         log("mounted \(canonicalMP)")
-        reporter?.succeed()
+        if let r = reporter, !r.succeed() {
+            // `photovault mount` is gone before it heard of the mount (Ctrl-C while it waited):
+            // the user was told of no mount, so there is none. (The write used to kill the
+            // daemon with SIGPIPE and leave a dead mount.)
+            log("photovault mount exited before the mount was ready: unmounting")
+            controller.shutDown()
+            fs.requestExit()
+        }
         if !settings.foreground { detachStdio() }
         keeper?.start()
 
@@ -257,7 +264,9 @@ final class RegistrationKeeper: @unchecked Sendable {
 final class ReadyReporter: @unchecked Sendable {
     private var fd: Int32
     init(fd: Int32) { self.fd = fd }
-    func succeed() { send("OK\n") }
+    /// False when nobody is reading any more (the waiting `photovault mount` is gone).
+    @discardableResult
+    func succeed() -> Bool { send("OK\n") }
     /// A line the waiting `photovault mount` prints as a warning (before OK).
     func warn(_ message: String) {
         guard fd >= 0 else { return }
@@ -265,12 +274,14 @@ final class ReadyReporter: @unchecked Sendable {
         _ = b.withUnsafeBytes { write(fd, $0.baseAddress!, b.count) }
     }
     func fail(code: Int32, _ message: String) { send("ERR \(code) \(message)\n") }
-    private func send(_ s: String) {
-        guard fd >= 0 else { return }
+    @discardableResult
+    private func send(_ s: String) -> Bool {
+        guard fd >= 0 else { return false }
         let b = Array(s.utf8)
-        _ = b.withUnsafeBytes { write(fd, $0.baseAddress!, b.count) }
+        let n = b.withUnsafeBytes { write(fd, $0.baseAddress!, b.count) }
         close(fd)
         fd = -1
+        return n == b.count
     }
 }
 
