@@ -184,6 +184,28 @@ final class MountFailureTests: XCTestCase {
         sb.unmount(sb.mount(at: "mnt"))
     }
 
+    /// `photovault mount` run from a directory on a removable file system (a tmpfs here): the
+    /// background daemon does not keep it busy. Its working directory used to stay the
+    /// caller's, so that file system could not be unmounted while the vault was mounted.
+    func testTheDaemonDoesNotHoldTheCallersDirectory() throws {
+        let sb = Sandbox("pv-cwd")
+        sb.initStore()
+        let stick = sb.plainDir("stick")
+        sb.ok("mount -t tmpfs -o size=1m pvstick \(Sandbox.quote(stick))")
+        defer { _ = sb.run("umount -l \(Sandbox.quote(stick)) 2>/dev/null") }
+        let mp = sb.root + "/mnt"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
+            .map(Sandbox.quote).joined(separator: " ")
+        sb.ok("cd \(Sandbox.quote(stick)) && \(mount)")
+        sb.mounts.append(mp)
+        let pid = try XCTUnwrap(MountProbe.daemonPID(sb, mp))
+        XCTAssertEqual(try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd"), "/")
+        let r = sb.run("umount \(Sandbox.quote(stick))")
+        XCTAssertEqual(r.status, 0, "the caller's file system stayed busy: \(r.stderr)")
+        sb.unmount(mp)
+    }
+
     func testBusyUnmountExits17WithAClearMessage() throws {
         let sb = Sandbox("pv-busy")
         sb.initStore()

@@ -16,6 +16,10 @@ enum MountDaemon {
             reporter.fail(code: 2, "bad daemon arguments"); exit(2)
         }
         settings.foreground = false
+        // The caller's working directory (a USB stick, a directory to be removed) must not stay
+        // busy for as long as the vault is mounted; the paths are absolute (MountFlow made them
+        // canonical).
+        if settings.store.hasPrefix("/") && settings.mountpoint.hasPrefix("/") { _ = chdir("/") }
         // Keys arrive on fd 4: master key (32) || tree ID (16).
         let keyBuf = SecureBytes(count: 48)
         let n = keyBuf.withUnsafeMutableBytes { b -> Int in
