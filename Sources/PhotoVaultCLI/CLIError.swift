@@ -8,6 +8,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// errno of access("/dev/fuse"): ENOENT when it is missing.
     case noFuseDevice(Int32)
     case mountpointNotEmptyDirectory(String)
+    /// A mountpoint that is missing, not a directory or unreadable (exit code of the above).
+    case mountpointUnusable(String, why: String)
     /// A FUSE mount whose daemon is gone (every access fails with ENOTCONN); `fsType` from
     /// mountinfo tells a dead PhotoVault mount from another program's.
     case deadMount(String, fsType: String)
@@ -41,7 +43,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     public var exitCode: Int32 {
         switch self {
         case .noFuseDevice: return ExitCodes.noFuseDevice
-        case .mountpointNotEmptyDirectory: return ExitCodes.mountpointNotEmptyDirectory
+        case .mountpointNotEmptyDirectory, .mountpointUnusable: return ExitCodes.mountpointNotEmptyDirectory
         case .deadMount: return ExitCodes.deadMount
         case .alreadyMounted, .vaultAlreadyMounted: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
@@ -63,6 +65,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .noFuseDevice(let e):
             return "cannot use /dev/fuse: \(String(cString: strerror(e))) (it is normally crw-rw-rw- root:root)"
         case .mountpointNotEmptyDirectory(let p): return "the mountpoint \(p) is not an empty directory"
+        case .mountpointUnusable(let p, let why): return "the mountpoint \(p) \(why): an empty directory is needed"
         case .deadMount(let p, let type) where type == MountInfoEntry.photoVaultType:
             return "\(p) holds a dead PhotoVault mount (its daemon is gone): run 'photovault unmount \(p)' "
                 + "(or 'fusermount3 -u \(p)'), then mount again"

@@ -74,6 +74,15 @@ final class MountFailureTests: XCTestCase {
         // A regular file as mountpoint is refused the same way.
         let r2 = sb.pv(["mount", mp + "/already-here", "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
         XCTAssertEqual(r2.status, 15, r2.stderr)
+        // Each says what is wrong with it (all used to say "is not an empty directory"):
+        // a file, a missing directory, a symlink to nothing.
+        try? FileManager.default.createSymbolicLink(atPath: sb.root + "/dangling", withDestinationPath: sb.root + "/nowhere")
+        for (path, why) in [(mp + "/already-here", "is not a directory"), (sb.root + "/missing", "does not exist"),
+                            (sb.root + "/dangling", "does not exist")] {
+            let r = sb.pv(["mount", path, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"])
+            assertFailure(r, 15, "the mountpoint \(path) \(why): an empty directory is needed", path)
+        }
+        assertFailure(r, 15, "the mountpoint \(mp) is not an empty directory")
     }
 
     func testSameUserMountedTwiceExits16() {

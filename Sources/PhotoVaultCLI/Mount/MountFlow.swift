@@ -77,15 +77,20 @@ enum MountFlow {
             if err == ENOTCONN, let dead = MountInfoEntry.at(mp) {
                 throw CLIError.deadMount(dead.mountpoint, fsType: dead.fsType)
             }
-            guard err == ENOENT, isDefault else { throw CLIError.mountpointNotEmptyDirectory(mp) }
+            // Each case says what is wrong (all used to say "is not an empty directory").
+            guard err == ENOENT, isDefault else {
+                throw CLIError.mountpointUnusable(mp, why: err == ENOENT ? "does not exist" : String(cString: strerror(err)))
+            }
             guard mkdir(mp, 0o700) == 0 else { throw StoreError.posix("mkdir \(mp)") }
             return
         }
         if isMountpoint(mp) { throw CLIError.alreadyMounted(mp) }
-        guard (st.st_mode & S_IFMT) == S_IFDIR,
-              let entries = try? FileManager.default.contentsOfDirectory(atPath: mp), entries.isEmpty else {
-            throw CLIError.mountpointNotEmptyDirectory(mp)
+        guard (st.st_mode & S_IFMT) == S_IFDIR else { throw CLIError.mountpointUnusable(mp, why: "is not a directory") }
+        let entries: [String]
+        do { entries = try FileManager.default.contentsOfDirectory(atPath: mp) } catch {
+            throw CLIError.mountpointUnusable(mp, why: "cannot be listed")
         }
+        guard entries.isEmpty else { throw CLIError.mountpointNotEmptyDirectory(mp) }
     }
 
     /// First launch on a fresh machine: offer to create the store and the account, as a
