@@ -126,12 +126,16 @@ final class LockMemoryTests: XCTestCase {
         s.mounts.append(mp)
         XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) })
         let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
-        XCTAssertEqual(try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd"), cwd)
+        // The background daemon works in / (it must not keep the caller's file system busy):
+        // a core would be written there.
+        XCTAssertEqual(try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd"), "/")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "/core"), "a /core exists already: the check would prove nothing")
         let limits = try Self.readProcFile("/proc/\(pid)/limits")
         XCTAssertTrue(limits.split(separator: "\n").contains { $0.hasPrefix("Max core file size") && $0.contains("unlimited") }, limits)
         kill(pid, SIGABRT)
         XCTAssertTrue(Harness.waitUntil(10) { !MountProbe.isAlive(pid) }, "the daemon did not die of SIGABRT")
         usleep(500_000)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "/core"), "the mount daemon dumped core: it is dumpable")
         XCTAssertFalse(FileManager.default.fileExists(atPath: cwd + "/core"), "the mount daemon dumped core: it is dumpable")
         Harness.forceUnmount(mp)
     }
