@@ -218,7 +218,8 @@ extension CommandSpec {
             ["status"], summary: "Show mounted vaults and whether they are locked",
             discussion: "Lists every vault mounted by this user, one line each: the mountpoint, the "
                 + "daemon's pid, state=locked or state=unlocked, the number of files of each protection "
-                + "class and of open handles. Prints 'no vault mounted' when there is none.",
+                + "class and of open handles. A mount whose daemon is gone (killed) is listed as "
+                + "state=dead, with the command that clears it. Prints 'no vault mounted' when there is none.",
             examples: [Example("photovault status", "Show all mounts.")]),
 
         CommandSpec(

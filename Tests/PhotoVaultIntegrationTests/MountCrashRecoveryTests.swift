@@ -25,14 +25,15 @@ final class MountCrashRecoveryTests: XCTestCase {
         let pid = try XCTUnwrap(pidText.flatMap { pid_t($0) }, "no pid in status: \(status.stdout)")
         XCTAssertEqual(kill(pid, SIGKILL), 0)
         // As soon as the daemon is dead, even before its new parent reaps it (a zombie still
-        // answers kill(pid, 0)), `status` no longer lists its registration.
+        // answers kill(pid, 0)), `status` no longer lists its registration, and it names the
+        // dead mount left behind (it used to say "no vault mounted").
         XCTAssertTrue(Harness.waitUntil(5) {
             let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
             return stat.isEmpty || stat.split(separator: ")").last?.split(separator: " ").first == "Z"
         })
         let afterKill = sb.pv(["status"])
         XCTAssertEqual(afterKill.status, 0, afterKill.stderr)
-        XCTAssertEqual(afterKill.stdout, "no vault mounted\n")
+        XCTAssertEqual(afterKill.stdout, "\(mp)\tstate=dead (its daemon is gone: run 'photovault unmount \(mp)')\n")
         XCTAssertTrue(Harness.waitUntil(5) { kill(pid, 0) != 0 })
 
         let dead = sb.run("ls \(q)")

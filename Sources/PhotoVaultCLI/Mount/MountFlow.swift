@@ -172,11 +172,23 @@ enum MountFlow {
     static func status(_ args: ParsedArguments) throws -> Int32 {
         try RuntimeRegistry().checkDirectory()
         let entries = RuntimeRegistry().entries()
-        if entries.isEmpty { print("no vault mounted"); return 0 }
+        // This user's PhotoVault mounts whose daemon is gone (killed): nothing registers them
+        // any more, but they are still in the way ('status' used to say "no vault mounted").
+        let registered = Set(entries.map(\.mountpoint))
+        let dead = MountInfoEntry.all().filter {
+            $0.fsType == MountInfoEntry.photoVaultType && $0.ownerUID == getuid() && !registered.contains($0.mountpoint)
+        }.map(\.mountpoint).filter { mp in
+            var st = stat()
+            return stat(mp, &st) != 0 && errno == ENOTCONN
+        }
+        if entries.isEmpty && dead.isEmpty { print("no vault mounted"); return 0 }
         for e in entries {
             let reply = try? ControlClient.send(path: RuntimeRegistry().socketPath(forMountpoint: e.mountpoint),
                                                 request: ControlRequest(command: "status"), timeout: 3)
             print("\(e.mountpoint)\tpid=\(e.pid)\t\(reply?.message ?? "state=unknown")")
+        }
+        for mp in Set(dead).sorted() {
+            print("\(mp)\tstate=dead (its daemon is gone: run 'photovault unmount \(mp)')")
         }
         return 0
     }
