@@ -18,7 +18,7 @@ extension MountRoute {
         let dirfd = Glibc.open(path(mp, dest.parent), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dirfd >= 0 else { throw StoreError.posix("open \(dest.parent)") }
         defer { close(dirfd) }
-        let cname = name.map { CChar(bitPattern: $0) } + [0]
+        let cname = cPath(name)
         // Refused before stdin is read, as offline; a directory is never replaced.
         if let st = try OfflineSys.lstat(dirfd, cname), !force || OfflineSys.isDirectory(st) {
             throw StoreError.exists(display)
@@ -109,7 +109,7 @@ extension MountRoute {
                 skips += 1
                 skipped(vault.description)
             case .makeDirectory(let p, let vault):
-                guard mkdir(p.map { CChar(bitPattern: $0) } + [0], 0o700) == 0 else {
+                guard mkdir(cPath(p), 0o700) == 0 else {
                     failure = StoreError.posix("mkdir \(vault)")
                     break jobs
                 }
@@ -152,7 +152,7 @@ extension MountRoute {
         }
         if let c = cls {
             for t in targets where !t.isDirectory && (status == 0 || !t.existed) {
-                let p = t.path.map { CChar(bitPattern: $0) } + [0]
+                let p = cPath(t.path)
                 do { try setClass(p, c, display: String(decoding: t.path, as: UTF8.self)) } catch { if status == 0 { throw error } }
             }
         }
@@ -174,12 +174,12 @@ extension MountRoute {
     static func copyXattrs(_ src: [UInt8], to dst: [UInt8]) throws {
         let display = String(decoding: dst, as: UTF8.self)
         // Only regular files and directories are targets; O_NONBLOCK in case one was swapped.
-        let fd = Glibc.open(src.map { CChar(bitPattern: $0) } + [0], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        let fd = Glibc.open(cPath(src), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw StoreError.posix("open \(String(decoding: src, as: UTF8.self))") }
         defer { close(fd) }
         let names = try OfflineXattr.names(fd).filter(Importer.importsXattr)
         guard !names.isEmpty else { return }
-        let d = dst.map { CChar(bitPattern: $0) } + [0]
+        let d = cPath(dst)
         var st = stat()
         guard lstat(d, &st) == 0 else { throw StoreError.posix("stat \(display)") }
         var opened = false
@@ -200,7 +200,7 @@ extension MountRoute {
     /// An existing directory cp merged into: its mode and atime back, its mtime back unless
     /// the copy added or replaced one of its entries (then now).
     private static func restore(_ m: CopyPlan.Merged) {
-        let c = m.path.map { CChar(bitPattern: $0) } + [0]
+        let c = cPath(m.path)
         var now = stat()
         guard lstat(c, &now) == 0, OfflineSys.isDirectory(now) else { return }
         if now.st_mode & 0o7777 != m.before.st_mode & 0o7777 { _ = chmod(c, m.before.st_mode & 0o7777) }
@@ -211,7 +211,7 @@ extension MountRoute {
     /// A directory made by the copy gets its source's mode and times after its entries, as
     /// `cp -R --preserve=mode,timestamps` gives them.
     private static func finish(_ p: [UInt8], _ st: stat) {
-        let c = p.map { CChar(bitPattern: $0) } + [0]
+        let c = cPath(p)
         _ = chmod(c, st.st_mode & 0o7777)
         _ = utimensat(AT_FDCWD, c, [st.st_atim, st.st_mtim], AT_SYMLINK_NOFOLLOW)
     }
@@ -255,7 +255,7 @@ extension MountRoute {
             let landing = into + [47] + name
             var st = stat(), there = stat()
             // An unreadable source: copied (cp reports its own errors).
-            guard lstat(src.map { CChar(bitPattern: $0) } + [0], &st) == 0 else {
+            guard lstat(cPath(src), &st) == 0 else {
                 add(src, into: into)
                 return false
             }
@@ -264,7 +264,7 @@ extension MountRoute {
                 skips += 1
                 return false
             }
-            let exists = lstat(landing.map { CChar(bitPattern: $0) } + [0], &there) == 0
+            let exists = lstat(cPath(landing), &there) == 0
             if OfflineSys.isDirectory(st) {
                 if exists && !OfflineSys.isDirectory(there) {
                     // A file or symlink in the way is never replaced by a directory, as
@@ -272,7 +272,7 @@ extension MountRoute {
                     conflict = vault
                     return true
                 }
-                let fd = Glibc.open(src.map { CChar(bitPattern: $0) } + [0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                let fd = Glibc.open(cPath(src), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 guard fd >= 0 else { add(src, into: into); return false }
                 let entries = (try? OfflineSys.list(fd)) ?? []   // sorted by name, as offline
                 close(fd)
@@ -282,7 +282,7 @@ extension MountRoute {
                 if exists {
                     var child = stat()
                     let changed = entries.contains { e in
-                        lstat((landing + [47] + e.raw).map { CChar(bitPattern: $0) } + [0], &child) != 0
+                        lstat(cPath(landing + [47] + e.raw), &child) != 0
                             || (force && !OfflineSys.isDirectory(child))
                     }
                     merged.append(Merged(path: landing, before: there, changed: changed))
@@ -312,6 +312,9 @@ extension MountRoute {
         }
     }
 
+    /// A raw path as a NUL-terminated C string (local names need not be UTF-8).
+    static func cPath(_ p: [UInt8]) -> [CChar] { p.map { CChar(bitPattern: $0) } + [0] }
+
     /// A regular file the copy will write, or a directory it makes or merges into, with its
     /// local source, and whether it was there before (a file is then written only with force).
     struct CopyTarget {
@@ -326,8 +329,8 @@ extension MountRoute {
     /// name need not be valid UTF-8.
     private static func collect(_ src: [UInt8], landing: [UInt8], force: Bool, into out: inout [CopyTarget]) {
         var st = stat(), there = stat()
-        guard lstat(src.map { CChar(bitPattern: $0) } + [0], &st) == 0 else { return }
-        let existed = lstat(landing.map { CChar(bitPattern: $0) } + [0], &there) == 0
+        guard lstat(cPath(src), &st) == 0 else { return }
+        let existed = lstat(cPath(landing), &there) == 0
         if OfflineSys.isRegular(st) {
             // cp -n skips an existing file; a symlink or directory in the way is not a copy.
             if !existed || (force && OfflineSys.isRegular(there)) {
@@ -336,7 +339,7 @@ extension MountRoute {
             return
         }
         guard OfflineSys.isDirectory(st), !existed || OfflineSys.isDirectory(there) else { return }
-        let fd = Glibc.open(src.map { CChar(bitPattern: $0) } + [0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = Glibc.open(cPath(src), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return }
         defer { close(fd) }
         for e in (try? OfflineSys.list(fd)) ?? [] {
