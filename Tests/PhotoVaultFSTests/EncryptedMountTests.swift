@@ -225,14 +225,15 @@ class EncryptedMountTests: XCTestCase {
         test "$(getfattr --only-values -n user.xdg.robots.index "$M/d")" = false
         test "$(getfattr --only-values -n user.xdg.robots.backup "$M")" = false
         getfattr -d "$M/d" | grep -q 'user.xdg.robots.index="false"'
-        ! setfattr -n user.xdg.robots.index -v true "$M/d" 2>/dev/null
+        ! setfattr -n user.xdg.robots.index -v true "$M/d" 2>/dev/null || exit 1
         setfattr -n user.xdg.robots.index -v false "$M/d"
         setfattr -x user.xdg.robots.backup "$M/d"
         test "$(getfattr --only-values -n user.xdg.robots.backup "$M/d")" = false
         setfattr -n user.photovault.class -v none "$M/d/f"
         test "$(getfattr --only-values -n user.photovault.class "$M/d/f")" = none
         test "$(cat "$M/d/f")" = x
-        ! setfattr -n user.photovault.class -v bogus "$M/d/f" 2>/dev/null
+        ! setfattr -n user.photovault.class -v bogus "$M/d/f" 2>/dev/null || exit 1
+        test "$(getfattr --only-values -n user.photovault.class "$M/d/f")" = none
         setfattr -n user.photovault.class -v until-first-auth "$M/d"
         test "$(getfattr --only-values -n user.photovault.class "$M/d")" = until-first-auth
         echo y > "$M/d/new"

@@ -40,7 +40,7 @@ final class PassthroughMountTests: XCTestCase {
         rm "$M/a/b/c/f.txt"
         test ! -e "$B/a/b/c/f.txt"
         rmdir "$M/a/b/c"
-        ! rmdir "$M/a" 2>/dev/null
+        ! rmdir "$M/a" 2>/dev/null || exit 1
         ls -la "$M/a" | grep -q ' b$'
         """)
     }
@@ -57,12 +57,14 @@ final class PassthroughMountTests: XCTestCase {
         test "$(readlink "$M/sym")" = big.bin
         cmp "$M/sym" "$B/../src.bin"
         mv "$M/hard.bin" "$M/moved.bin"
-        test -e "$B/moved.bin" && test ! -e "$B/hard.bin"
+        test -e "$B/moved.bin"
+        test ! -e "$B/hard.bin"
         mkdir "$M/d1" "$M/d2"
         echo one > "$M/d1/x"; echo two > "$M/d2/x"
         mv -T --exchange "$M/d1" "$M/d2" 2>/dev/null || python3 -c 'import ctypes,os,sys; libc=ctypes.CDLL(None,use_errno=True); r=libc.renameat2(-100,sys.argv[1].encode(),-100,sys.argv[2].encode(),2); sys.exit(0 if r==0 else 1)' "$M/d1" "$M/d2"
         test "$(cat "$M/d1/x")" = two
-        ! python3 -c 'import ctypes,sys; libc=ctypes.CDLL(None,use_errno=True); r=libc.renameat2(-100,sys.argv[1].encode(),-100,sys.argv[2].encode(),1); sys.exit(0 if r==0 else 1)' "$M/d1" "$M/d2"
+        ! python3 -c 'import ctypes,sys; libc=ctypes.CDLL(None,use_errno=True); r=libc.renameat2(-100,sys.argv[1].encode(),-100,sys.argv[2].encode(),1); sys.exit(0 if r==0 else 1)' "$M/d1" "$M/d2" || exit 1
+        test "$(cat "$M/d1/x")" = two
         mkdir "$M/tree"; for i in $(seq 1 300); do echo "$i" > "$M/tree/file$i"; done
         test "$(ls "$M/tree" | wc -l)" = 300
         test "$(ls -l "$M/tree" | grep -c file)" = 300
