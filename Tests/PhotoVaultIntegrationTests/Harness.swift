@@ -254,8 +254,11 @@ final class Sandbox {
                 let bytes = [UInt8](data)
                 for (i, n) in bytesNeedles.enumerated() where contains(bytes, n) { hits.append("content: \(rel) ~ \(needles[i])") }
             }
-            let x = Harness.run(["getfattr", "-d", "-m", "-", "--absolute-names", path], timeout: 10).stdout
-            for n in needles where x.contains(n) { hits.append("xattr: \(rel) ~ \(n)") }
+            // A getfattr that did not run (not installed: scripts/deps.sh test installs attr)
+            // would make the xattr scan pass without looking: that is a hit too.
+            let x = Harness.run(["getfattr", "-d", "-m", "-", "--absolute-names", path], timeout: 10)
+            if x.status != 0 { hits.append("xattr: \(rel): getfattr failed (\(x.status)): \(x.stderr)") }
+            for n in needles where x.stdout.contains(n) { hits.append("xattr: \(rel) ~ \(n)") }
         }
         return hits
     }

@@ -121,7 +121,8 @@ extension Sandbox {
         grep -r -a -l -F -f "$n" "$s" | sed 's/^/content: /'
         find "$s" -mindepth 1 -printf '%P\\n' | grep -F -f "$n" | sed 's/^/name: /'
         find "$s" -type l -printf '%P -> %l\\n' | grep -F -f "$n" | sed 's/^/symlink: /'
-        getfattr -R -d -m - --absolute-names "$s" 2>/dev/null | grep -F -f "$n" | sed 's/^/xattr: /'
+        x=$(getfattr -h -R -d -m - --absolute-names "$s") || echo "xattr: getfattr failed ($?): the xattr scan did not run"
+        printf '%s\n' "$x" | grep -F -f "$n" | sed 's/^/xattr: /'
         find "$s" -mindepth 1 | wc -l | sed 's/^/scanned /'
         """
         let r = Harness.sh(script, timeout: 600)
