@@ -20,10 +20,15 @@ final class MountAccessTests: XCTestCase {
         XCTAssertEqual(sb.ok("cd \(qa) && find . | LC_ALL=C sort"), ".\n./Alice-Album\n./Alice-Album/alice-photo.jpg\n./same.txt\n")
         XCTAssertEqual(sb.ok("cd \(qb) && find . | LC_ALL=C sort"), ".\n./Bob-Album\n./Bob-Album/bob-photo.jpg\n./same.txt\n")
 
-        // Concurrent writers, one per vault: neither disturbs the other.
+        // Concurrent writers, one per vault: neither disturbs the other. The blob's expected
+        // digest is taken from the bytes written (tee), not read back through the mount, which
+        // would agree with whatever the mount stored. Each writer's status is checked.
         sb.ok("""
-        w() { for i in $(seq 1 300); do printf '%s-%04d\\n' $2 $i >> $1/stream.txt; done; head -c 2000000 /dev/urandom > $1/blob; sha256sum $1/blob | cut -d' ' -f1 > $1.sum.out; }
-        w \(qa) ALICE-STREAM & w \(qb) BOB-STREAM & wait
+        set -e -o pipefail
+        w() { for i in $(seq 1 300); do printf '%s-%04d\\n' $2 $i >> $1/stream.txt; done; head -c 2000000 /dev/urandom | tee $1/blob | sha256sum | cut -d' ' -f1 > $1.sum.out; }
+        w \(qa) ALICE-STREAM & pa=$!
+        w \(qb) BOB-STREAM & pb=$!
+        wait $pa; wait $pb
         """)
         for (mp, who) in [(a, "ALICE"), (b, "BOB")] {
             let q = Sandbox.quote(mp)
