@@ -104,7 +104,9 @@ final class CredentialConcurrencyTests: CredentialTestCase {
             let g = guesser
             Thread {
                 defer { done.signal() }
-                do { try op(g); XCTFail("a wrong password was accepted") } catch {}
+                do { try op(g); XCTFail("a wrong password was accepted") } catch {
+                    XCTAssertEqual(error as? StoreError, .wrongPassword, "the guess failed otherwise: \(error)")
+                }
             }.start()
             XCTAssertEqual(waiting.wait(timeout: .now() + 20), .success)
         }
