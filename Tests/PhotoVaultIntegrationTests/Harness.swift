@@ -238,7 +238,12 @@ final class Sandbox {
     static func scan(_ dir: String, _ needles: [String]) -> [String] {
         var hits: [String] = []
         let fm = FileManager.default
-        guard let e = fm.enumerator(atPath: dir) else { return ["cannot scan \(dir)"] }
+        // Foundation enumerates a missing directory as an empty one: a scan of the wrong
+        // place would find nothing and pass.
+        var top = stat()
+        guard lstat(dir, &top) == 0, (top.st_mode & S_IFMT) == S_IFDIR, let e = fm.enumerator(atPath: dir) else {
+            return ["cannot scan \(dir): not a directory"]
+        }
         let bytesNeedles = needles.map { Array($0.utf8) }
         while let rel = e.nextObject() as? String {
             for (i, n) in needles.enumerated() where rel.contains(n) { hits.append("name: \(rel) ~ \(needles[i])") }
