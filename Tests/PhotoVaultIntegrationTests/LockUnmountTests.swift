@@ -53,6 +53,8 @@ final class LockUnmountTests: XCTestCase {
         if Harness.isMounted(mp) {
             let r = Harness.run(["/bin/cat", mp + "/open/old.jpg"], timeout: 10)
             XCTAssertNotEqual(r.status, 0, "a new open succeeded during the grace")
+            // Refused as locked (EACCES), not failing for another reason (a missing tool or file, EIO).
+            XCTAssertTrue(r.stderr.contains("Permission denied"), "open during the grace: \(r.stderr)")
             let probes: [(String, [String])] = [
                 ("mknod", ["/usr/bin/python3", "-c", "import os, stat, sys; os.mknod(sys.argv[1], 0o600 | stat.S_IFREG)",
                            mp + "/open/made.jpg"]),
@@ -68,6 +70,7 @@ final class LockUnmountTests: XCTestCase {
             for (label, argv) in probes {
                 let p = Harness.run(argv, timeout: 10)
                 XCTAssertNotEqual(p.status, 0, "\(label) succeeded during the grace")
+                XCTAssertTrue(p.stderr.contains("Permission denied"), "\(label) during the grace: \(p.stderr)")
             }
             XCTAssertTrue(cp.isRunning, "the probes must run inside the grace")
         }
