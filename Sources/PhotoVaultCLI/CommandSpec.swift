@@ -14,7 +14,9 @@ extension CommandSpec {
     /// Where the password comes from. Exactly one, or none for a no-echo terminal prompt.
     public static let passwordOptions: [OptionSpec] = [
         OptionSpec("passfile", value: "FILE",
-                   help: "Read the password from the first line of FILE (the trailing newline is removed)."),
+                   help: "Read the password from the first line of FILE (the trailing newline is removed). "
+                       + "Keep FILE yours and mode 600: one other users can read or write, or another user's, "
+                       + "is used with a warning."),
         OptionSpec("password-stdin",
                    help: "Read the password from the first line of standard input."),
         OptionSpec("extpass", value: "CMD",

@@ -19,6 +19,11 @@ public struct PasswordInput {
     /// Injectable for tests; real use reads fd 0 and /dev/tty.
     var standardInputFD: Int32 = 0
     var terminalPath = "/dev/tty"
+    /// Where a warning about a password file goes (one line, no prefix); stderr in real use.
+    var warn: (String) -> Void = { line in
+        _ = "photovault: warning: \(line)\n".withCString { fputs($0, stderr) }
+        fflush(stderr)
+    }
 
     public init() {}
 
@@ -64,6 +69,8 @@ public struct PasswordInput {
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw CLIError.cannotReadPassword(source: path, errno: errno) }
             defer { close(fd) }
+            var st = stat()
+            if fstat(fd, &st) == 0, let problem = Self.exposure(of: path, st, euid: geteuid()) { warn(problem) }
             return try readFirstLine(fd, what: path)
         case .standardInput:
             return try readFirstLine(standardInputFD, what: "standard input")
@@ -80,6 +87,24 @@ public struct PasswordInput {
             }
             return first
         }
+    }
+
+    /// What is wrong with a password file others could read or rewrite, or nil. Like gocryptfs
+    /// and age it is a warning, not a refusal (ssh refuses such keys): the password has been
+    /// exposed already, and refusing would only break the script that reads it. Only regular
+    /// files are judged: a pipe (`--passfile <(pass show x)`) or a terminal is nobody's file.
+    static func exposure(of path: String, _ st: stat, euid: uid_t) -> String? {
+        guard st.st_mode & S_IFMT == S_IFREG else { return nil }
+        let foreign = st.st_uid != euid
+        let access = [st.st_mode & 0o044 != 0 ? "read" : nil, st.st_mode & 0o022 != 0 ? "written" : nil].compactMap { $0 }
+        guard foreign || !access.isEmpty else { return nil }
+        var what: [String] = []
+        if foreign { what.append("belongs to uid \(st.st_uid), not to you (uid \(euid))") }
+        if !access.isEmpty {
+            what.append("can be \(access.joined(separator: " and ")) by other users (mode \(String(st.st_mode & 0o7777, radix: 8)))")
+        }
+        let fix = foreign ? "keep it in a file of your own with mode 600" : "run 'chmod 600 \(path)'"
+        return "the password file \(path) \(what.joined(separator: " and ")): \(fix)"
     }
 
     /// Constant-time comparison, so a mismatch check leaks nothing about where they differ.

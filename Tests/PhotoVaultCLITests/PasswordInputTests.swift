@@ -26,7 +26,60 @@ final class PasswordInputTests: XCTestCase {
     func file(_ name: String, _ content: String) -> String {
         let path = dir + "/" + name
         XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(content.utf8)))
+        XCTAssertEqual(chmod(path, 0o600), 0)   // as a careful user keeps it: no warning
         return path
+    }
+
+    /// Warnings collected instead of printed.
+    final class Warnings { var lines: [String] = [] }
+
+    func warningInput(_ warnings: Warnings) -> PasswordInput {
+        var input = PasswordInput()
+        input.warn = { warnings.lines.append($0) }
+        return input
+    }
+
+    /// A regular password file other users may read or write, or that another user owns, is
+    /// read all the same, with one warning; a private one, and a pipe, get none.
+    func testPasswordFileOthersCanReachIsWarnedAboutOnce() throws {
+        let warnings = Warnings()
+        let f = file("pw", "correct horse\n")
+        XCTAssertEqual(bytes(try warningInput(warnings).read(from: .file(f), confirm: false, prompt: "")),
+                       Array("correct horse".utf8))
+        XCTAssertEqual(warnings.lines, [])
+        for (mode, access) in [(0o640, "read"), (0o604, "read"), (0o620, "written"), (0o666, "read and written")] as [(mode_t, String)] {
+            warnings.lines = []
+            XCTAssertEqual(chmod(f, mode), 0)
+            let a = try args(["user", "passwd", "--passfile", f, "--new-passfile", f])
+            let b = try args(["user", "reset-password", "--recovery-key-file", f])
+            XCTAssertEqual(bytes(try warningInput(warnings).password(a)), Array("correct horse".utf8))
+            XCTAssertEqual(bytes(try warningInput(warnings).newPassword(a)), Array("correct horse".utf8))
+            XCTAssertEqual(bytes(try warningInput(warnings).recoveryKey(b)), Array("correct horse".utf8))
+            let line = "the password file \(f) can be \(access) by other users (mode \(String(mode, radix: 8))): run 'chmod 600 \(f)'"
+            XCTAssertEqual(warnings.lines, [line, line, line])
+        }
+        // Owner: judged against the effective uid.
+        var st = stat()
+        XCTAssertEqual(stat(f, &st), 0)
+        XCTAssertEqual(PasswordInput.exposure(of: f, st, euid: st.st_uid + 1),
+                       "the password file \(f) belongs to uid \(st.st_uid), not to you (uid \(st.st_uid + 1)) and can be read "
+                       + "and written by other users (mode 666): keep it in a file of your own with mode 600")
+        XCTAssertEqual(chmod(f, 0o600), 0)
+        XCTAssertEqual(stat(f, &st), 0)
+        XCTAssertNil(PasswordInput.exposure(of: f, st, euid: st.st_uid))
+        XCTAssertEqual(PasswordInput.exposure(of: f, st, euid: st.st_uid + 1),
+                       "the password file \(f) belongs to uid \(st.st_uid), not to you (uid \(st.st_uid + 1)): "
+                       + "keep it in a file of your own with mode 600")
+        // A pipe (`--passfile <(cmd)`) is nobody's file on disk: no warning.
+        var fds: [Int32] = [-1, -1]
+        XCTAssertEqual(pipe(&fds), 0)
+        defer { close(fds[0]) }
+        XCTAssertEqual(write(fds[1], "piped pw\n", 9), 9)
+        close(fds[1])
+        warnings.lines = []
+        XCTAssertEqual(bytes(try warningInput(warnings).read(from: .file("/proc/self/fd/\(fds[0])"), confirm: false, prompt: "")),
+                       Array("piped pw".utf8))
+        XCTAssertEqual(warnings.lines, [])
     }
 
     func testPassfileFirstLineWithoutNewline() throws {

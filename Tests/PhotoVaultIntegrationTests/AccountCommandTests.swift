@@ -29,17 +29,17 @@ final class AccountCommandTests: XCTestCase {
         assertFailure(s.pv(["user", "add", "", "--store", s.store, "--passfile", s.passfile]), 7, "user name is empty")
 
         let empty = s.root + "/empty-pass"
-        try "".write(toFile: empty, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret("", to: empty)
         assertFailure(s.pv(["user", "add", "bob", "--store", s.store, "--passfile", empty]), 7, "password is empty")
 
         let short = s.root + "/short-pass"
-        try "seven77\n".write(toFile: short, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret("seven77\n", to: short)
         // The rule must be stated, not just "too short".
         assertFailure(s.pv(["user", "add", "bob", "--store", s.store, "--passfile", short]), 8, "at least 8 characters")
 
         // Eight code points in 10 bytes are enough (code points, not bytes).
         let umlaut = s.root + "/umlaut-pass"
-        try "pässwörd".write(toFile: umlaut, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret("pässwörd", to: umlaut)
         XCTAssertEqual(s.pv(["user", "add", "bob", "--store", s.store, "--passfile", umlaut]).status, 0)
         // None of the refused attempts left a record behind.
         XCTAssertEqual(AccountFixtures.recordFiles(s).count, 2)
@@ -56,7 +56,7 @@ final class AccountCommandTests: XCTestCase {
         let mp = s.root + "/mnt"
         try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
         let long = s.root + "/long"
-        try String(repeating: "a", count: 5000).write(toFile: long, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret(String(repeating: "a", count: 5000), to: long)
         let mount = ["mount", mp, "--store", s.store, "--user", "alice", "--no-dbus"]
         for (extra, needle) in [(["--passfile", s.root + "/missing"], "cannot read the password from"),
                                 (["--extpass", "false"], "the --extpass command failed"),
@@ -134,7 +134,7 @@ final class AccountCommandTests: XCTestCase {
         let recordBefore = try AccountFixtures.onlyRecordBytes(s)
 
         let newPass = s.root + "/new-pass"
-        try "a brand new passphrase\n".write(toFile: newPass, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret("a brand new passphrase\n", to: newPass)
         let r = s.pv(["user", "passwd", "alice", "--store", s.store, "--passfile", s.passfile, "--new-passfile", newPass])
         XCTAssertEqual(r.status, 0, r.stderr)
         XCTAssertNotEqual(try AccountFixtures.onlyRecordBytes(s), recordBefore, "the record must be rewritten")
@@ -164,10 +164,10 @@ final class AccountCommandTests: XCTestCase {
         XCTAssertNotEqual(key, bobKey)
 
         let newPass = s.root + "/new-pass"
-        try "reset by recovery key\n".write(toFile: newPass, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret("reset by recovery key\n", to: newPass)
         let keyFile = s.root + "/key"
         func reset(_ k: String) -> Harness.Result {
-            try? (k + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
+            try? Sandbox.writeSecret(k + "\n", to: keyFile)
             return s.pv(["user", "reset-password", "alice", "--store", s.store, "--recovery-key-file", keyFile,
                          "--new-passfile", newPass])
         }
@@ -185,7 +185,7 @@ final class AccountCommandTests: XCTestCase {
         XCTAssertEqual(AccountFixtures.mountWorks(s, passfile: s.passfile), 5, "the old password must stop working")
         XCTAssertEqual(AccountFixtures.mountWorks(s, passfile: newPass), 0)
         // The recovery key stays valid after use.
-        try "second reset password\n".write(toFile: newPass, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret("second reset password\n", to: newPass)
         XCTAssertEqual(reset(key).status, 0)
         XCTAssertEqual(AccountFixtures.mountWorks(s, passfile: newPass), 0)
     }
@@ -220,7 +220,7 @@ final class AccountCommandTests: XCTestCase {
         let trees = { (try? FileManager.default.contentsOfDirectory(atPath: s.store + "/users").sorted()) ?? [] }
         XCTAssertEqual(trees().count, 2)
         let wrong = s.root + "/wrong"
-        try "not the password\n".write(toFile: wrong, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret("not the password\n", to: wrong)
         assertFailure(s.pv(["user", "remove", "alice", "--store", s.store, "--passfile", wrong]), 5, "wrong password")
         XCTAssertEqual(s.pv(["user", "check", "alice", "--store", s.store]).status, 0, "a refused remove removed")
 
@@ -330,5 +330,15 @@ enum AccountFixtures {
             Harness.forceUnmount(mp)
         }
         return r.status
+    }
+}
+
+extension Sandbox {
+    /// A password or recovery-key file as a careful user keeps it (mode 0600, like `passfile`),
+    /// so photovault's warning about a file other users can read appears only where a test
+    /// asks for it.
+    static func writeSecret(_ text: String, to path: String) throws {
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        guard chmod(path, 0o600) == 0 else { throw CocoaError(.fileWriteNoPermission) }
     }
 }

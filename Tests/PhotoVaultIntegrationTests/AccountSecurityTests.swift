@@ -33,7 +33,7 @@ final class AccountSecurityTests: XCTestCase {
         let s = Sandbox("acct-throttle")
         s.initStore()
         let wrong = s.root + "/wrong"
-        try "definitely wrong\n".write(toFile: wrong, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret("definitely wrong\n", to: wrong)
         let mp = s.root + "/mnt"
         try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
         var times: [Double] = []
@@ -63,6 +63,38 @@ final class AccountSecurityTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(t1), times[5], "the counter was not reset")
     }
 
+    /// A password file other users can read or rewrite (here 0644, then another owner) gets one
+    /// warning line on stderr naming the problem and the fix, and the command goes on (as
+    /// gocryptfs and age do); a 0600 file of one's own gets none. It used to pass silently.
+    func testPasswordFileOpenToOthersOrOwnedByAnotherUserIsWarnedAbout() throws {
+        let s = Sandbox("acct-loose-passfile")
+        s.initStore(users: [])
+        let loose = s.root + "/loose-pass"
+        try Sandbox.writeSecret(Sandbox.password + "\n", to: loose)
+        XCTAssertEqual(chmod(loose, 0o644), 0)
+        let add = s.pv(["user", "add", "bob", "--store", s.store, "--passfile", loose])
+        XCTAssertEqual(add.status, 0, add.stderr)
+        XCTAssertEqual(add.stderr, "photovault: warning: the password file \(loose) can be read by other users (mode 644): "
+                                   + "run 'chmod 600 \(loose)'\n")
+        // --new-passfile is a password file too; 0666 is readable and writable by others.
+        XCTAssertEqual(chmod(loose, 0o666), 0)
+        let passwd = s.pv(["user", "passwd", "bob", "--store", s.store, "--passfile", s.passfile, "--new-passfile", loose])
+        XCTAssertEqual(passwd.status, 0, passwd.stderr)
+        XCTAssertEqual(passwd.stderr, "photovault: warning: the password file \(loose) can be read and written by other "
+                                      + "users (mode 666): run 'chmod 600 \(loose)'\n")
+        // Another user's file, even at 0600: its owner can change what it says.
+        XCTAssertEqual(chmod(loose, 0o600), 0)
+        XCTAssertEqual(chown(loose, 65534, 65534), 0)
+        let foreign = s.pv(["user", "add", "carol", "--store", s.store, "--passfile", loose])
+        XCTAssertEqual(foreign.status, 0, foreign.stderr)
+        XCTAssertEqual(foreign.stderr, "photovault: warning: the password file \(loose) belongs to uid 65534, not to you "
+                                       + "(uid \(geteuid())): keep it in a file of your own with mode 600\n")
+        // A 0600 file of one's own: not a word.
+        let quiet = s.pv(["user", "add", "dave", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(quiet.status, 0, quiet.stderr)
+        XCTAssertEqual(quiet.stderr, "")
+    }
+
     /// The password (and the new one, and the recovery key) appear in no file under the store,
     /// the runtime directory or the device secret's directory, and in no command output.
     func testNoSecretInAnyFileOrOutput() throws {
@@ -72,8 +104,8 @@ final class AccountSecurityTests: XCTestCase {
         let secretsDir = s.root + "/secrets"
         try FileManager.default.createDirectory(atPath: secretsDir, withIntermediateDirectories: true)
         let pf = secretsDir + "/pw", npf = secretsDir + "/npw"
-        try (password + "\n").write(toFile: pf, atomically: true, encoding: .utf8)
-        try (newPassword + "\n").write(toFile: npf, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret(password + "\n", to: pf)
+        try Sandbox.writeSecret(newPassword + "\n", to: npf)
         var outputs: [Harness.Result] = []
         func run(_ args: [String], stdin: String? = nil) -> Harness.Result {
             let r = s.pv(args, stdin: stdin)

@@ -87,8 +87,8 @@ sys.exit(0 if status == 0 else 1)
 
         // The key shown is the account's real recovery key: it resets the password.
         let keyFile = s.root + "/key", newPass = s.root + "/new-pass"
-        try (key + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
-        try "after the first run\n".write(toFile: newPass, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret(key + "\n", to: keyFile)
+        try Sandbox.writeSecret("after the first run\n", to: newPass)
         let reset = s.pv(["user", "reset-password", "alice", "--recovery-key-file", keyFile, "--new-passfile", newPass])
         XCTAssertEqual(reset.status, 0, reset.stderr)
         let again = s.pv(["mount", "--user", "alice", "--passfile", newPass, "--no-dbus"])

@@ -115,7 +115,7 @@ final class LockStayTests: XCTestCase {
 
         // Unlock with the password restores everything.
         let wrongFile = s.root + "/wrong"
-        try "not the password\n".write(toFile: wrongFile, atomically: true, encoding: .utf8)
+        try Sandbox.writeSecret("not the password\n", to: wrongFile)
         let wrong = s.pv(["unlock", mp, "--user", "alice", "--passfile", wrongFile])
         XCTAssertEqual(wrong.status, 5, wrong.stderr)
         XCTAssertEqual(MountProbe.state(s, mp), "locked")

@@ -7,7 +7,7 @@ final class MountFailureTests: XCTestCase {
         let sb = Sandbox("pv-badpw")
         sb.initStore()
         let wrong = sb.root + "/wrong-pass"
-        try! "not the password at all".write(toFile: wrong, atomically: true, encoding: .utf8)
+        try! Sandbox.writeSecret("not the password at all", to: wrong)
         let mp = sb.root + "/mnt"
         try! FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
         let r = sb.pv(["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", wrong, "--no-dbus"])
