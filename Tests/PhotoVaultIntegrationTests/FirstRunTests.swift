@@ -76,6 +76,15 @@ sys.exit(0 if status == 0 else 1)
         XCTAssertFalse(r.stdout.contains(Sandbox.password), "the password was echoed: \(r.stdout)")
         let key = try XCTUnwrap(AccountFixtures.recoveryKey(in: r.stdout), "no recovery key shown: \(r.stdout)")
 
+        // The account got the Argon2id cost PHOTOVAULT_KDF_PROFILE=floor asks for (Sandbox.env),
+        // as 'user add' gives it: the first run used to ignore the knob and use the standard cost.
+        let records = try FileManager.default.contentsOfDirectory(atPath: defaultStore + "/accounts").filter { $0.hasSuffix(".rec") }
+        XCTAssertEqual(records.count, 1, "\(records)")
+        let record = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: defaultStore + "/accounts/" + records[0])))
+        let kdf = (record as? [String: Any])?["kdf"] as? [String: Any]
+        XCTAssertEqual(kdf?["opsLimit"] as? Int, 2, "\(String(describing: kdf))")
+        XCTAssertEqual(kdf?["memLimit"] as? Int, 64 << 20, "\(String(describing: kdf))")
+
         // The default vault is mounted, and it is alice's.
         XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mountpoint) })
         try "first photo".write(toFile: mountpoint + "/first.txt", atomically: false, encoding: .utf8)

@@ -110,7 +110,9 @@ enum MountFlow {
         try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
         try layout.initialise(config: StoreConfig())
-        let recovery = try AccountStore(layout: layout).add(user: user, password: password, deviceBound: false)
+        // The same Argon2id cost as 'user add' (PHOTOVAULT_KDF_PROFILE), which it used to ignore.
+        let recovery = try AccountStore(layout: layout).add(user: user, password: password, deviceBound: false,
+                                                            parameters: KDFProfile.forNewAccounts)
         defer { recovery.wipe() }
         print("Created the store and the account '\(user)'.")
         print("Recovery key (write it down; it is shown only once):\n")
