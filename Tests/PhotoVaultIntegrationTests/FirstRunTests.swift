@@ -34,6 +34,15 @@ while time.time() < deadline:
     if done:
         status = os.waitstatus_to_exitcode(st)
         break
+# What the command wrote just before it exited is still in the pty: read it all.
+while select.select([fd], [], [], 0.2)[0]:
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
 sys.stdout.write(out.decode(errors="replace"))
 sys.stdout.write("\nDRIVER steps=%d status=%s\n" % (step, status))
 sys.exit(0 if status == 0 else 1)
