@@ -18,40 +18,44 @@ public enum AtomicFile {
 
     /// Same, relative to an open directory.
     public static func write(_ bytes: [UInt8], in dirfd: Int32, name: String, mode: mode_t = 0o600) throws {
-        let tmp = tempPrefix + Base64Hex.random(8)
-        let fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw StoreError.posix("create temp file") }
-        var ok = false
-        defer {
-            if !ok { unlinkat(dirfd, tmp, 0) }
-        }
-        do {
-            try FileIO.writeAll(fd, bytes, offset: 0)
-            guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
-            close(fd)
-        } catch { close(fd); throw error }
-        guard renameat(dirfd, tmp, dirfd, name) == 0 else { throw StoreError.posix("rename \(name)") }
-        ok = true
+        try place(bytes, in: dirfd, name: name, mode: mode, replacing: true)
         try syncDirectory(dirfd, name)
     }
 
     /// Creates a new file that must not exist yet (same crash safety; fails with `.exists`).
     public static func create(_ bytes: [UInt8], in dirfd: Int32, name: String, mode: mode_t = 0o600) throws {
+        try place(bytes, in: dirfd, name: name, mode: mode, replacing: false)
+        try syncDirectory(dirfd, name)
+    }
+
+    /// `write` (`replacing`) or `create` without the directory fsync: when it returns, `name`
+    /// holds the new bytes, synced; a failure before that leaves `name` as it was. A caller
+    /// to whom a failed directory fsync means something else than a failed write (the change
+    /// took effect, only its durability is unknown) syncs the directory itself.
+    public static func place(_ bytes: [UInt8], in dirfd: Int32, name: String, mode: mode_t = 0o600,
+                             replacing: Bool) throws {
         let tmp = tempPrefix + Base64Hex.random(8)
         let fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else { throw StoreError.posix("create temp file") }
-        defer { unlinkat(dirfd, tmp, 0) }
+        var renamed = false
+        defer {
+            if !renamed { unlinkat(dirfd, tmp, 0) }
+        }
         do {
             try FileIO.writeAll(fd, bytes, offset: 0)
             guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
             close(fd)
         } catch { close(fd); throw error }
-        // link() fails if the target exists: an atomic create-if-absent.
-        guard linkat(dirfd, tmp, dirfd, name, 0) == 0 else {
-            if errno == EEXIST { throw StoreError.exists(name) }
-            throw StoreError.posix("link \(name)")
+        if replacing {
+            guard renameat(dirfd, tmp, dirfd, name) == 0 else { throw StoreError.posix("rename \(name)") }
+            renamed = true
+        } else {
+            // link() fails if the target exists: an atomic create-if-absent.
+            guard linkat(dirfd, tmp, dirfd, name, 0) == 0 else {
+                if errno == EEXIST { throw StoreError.exists(name) }
+                throw StoreError.posix("link \(name)")
+            }
         }
-        try syncDirectory(dirfd, name)
     }
 
     /// fsync of a directory after an entry in it was created, renamed or removed: without

@@ -26,6 +26,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case destinationFull(String)                     // on export's destination
     case io(errno: Int32, context: String)
     case invalidArgument(String)
+    /// The change took effect (the file is in place under its name) but the fsync of its
+    /// directory failed, so a crash may still undo it: neither a failure nor a plain success.
+    case notConfirmedOnDisk(done: String, afterCrash: String, errno: Int32)
 
     public var errno: Int32 {
         switch self {
@@ -35,7 +38,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .exists, .accountExists, .storeExists: return EEXIST
         case .noSpace, .destinationFull: return ENOSPC
         case .storeBusy: return EBUSY
-        case .io(let e, _): return e
+        case .io(let e, _), .notConfirmedOnDisk(_, _, let e): return e
         default: return EINVAL
         }
     }
@@ -61,6 +64,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .notFound: return 24
         case .invalidArgument: return 2
         case .io: return 1
+        case .notConfirmedOnDisk: return 28
         }
     }
 
@@ -88,6 +92,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .destinationFull(let p): return "no space left on the device holding \(p)"
         case .io(let e, let c): return "\(c): \(String(cString: strerror(e)))"
         case .invalidArgument(let d): return d
+        case .notConfirmedOnDisk(let done, let afterCrash, let e):
+            return "\(done), but the change could not be confirmed on disk (fsync of its directory: "
+                + "\(String(cString: strerror(e)))): after a crash \(afterCrash)"
         }
     }
 

@@ -55,6 +55,7 @@ final class SpecTableTests: XCTestCase {
             .corruptStore("x"), .unknownVersion(found: 9, supported: 1), .weakKDFParameters, .storeBusy,
             .wrongDevice, .integrity(path: "/a", detail: "tag"), .locked, .notFound("/a"), .exists("/a"),
             .noSpace, .destinationFull("/d"), .io(errno: EIO, context: "read"), .invalidArgument("bad"),
+            .notConfirmedOnDisk(done: "done", afterCrash: "undone", errno: EIO),
         ]
         for e in storeErrors {
             XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "StoreError \(e) -> \(e.exitCode) not in the table")

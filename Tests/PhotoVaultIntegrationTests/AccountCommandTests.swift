@@ -152,6 +152,31 @@ final class AccountCommandTests: XCTestCase {
         s.unmount(m)
     }
 
+    /// `user passwd` whose fsync of accounts/ fails (EIO injected with strace) after the new
+    /// record took its name: one line saying the new password is in effect and that only its
+    /// durability is unknown, exit 28. It said "fsync ...: Input/output error", exit 1, as if
+    /// the change had failed, while the old password no longer worked.
+    func testPasswdWhoseDirectorySyncFailsSaysTheNewPasswordIsInEffect() throws {
+        // scripts/deps.sh installs strace for the tests: its absence is a failure, not a skip.
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace is missing: run scripts/deps.sh test")
+        let s = Sandbox("acct-passwd-eio")
+        s.initStore()
+        let newPass = s.root + "/new-pass"
+        try Sandbox.writeSecret("a brand new passphrase\n", to: newPass)
+        let r = Harness.run(["/usr/bin/strace", "-f", "-o", "/dev/null", "-P", s.store + "/accounts",
+                             "-e", "trace=fsync", "-e", "inject=fsync:error=EIO",
+                             Harness.binary, "user", "passwd", "alice", "--store", s.store,
+                             "--passfile", s.passfile, "--new-passfile", newPass], env: s.env, timeout: 60)
+        assertFailure(r, 28, "photovault: the new password is in effect, but the change could not be confirmed on disk "
+                      + "(fsync of its directory: Input/output error): after a crash the old password may be the one that works again")
+        XCTAssertEqual(r.stdout, "")
+        // It is: the new password changes it back, the old one is refused.
+        assertFailure(s.pv(["user", "passwd", "alice", "--store", s.store, "--passfile", s.passfile, "--new-passfile", newPass]),
+                      5, "wrong password")
+        let back = s.pv(["user", "passwd", "alice", "--store", s.store, "--passfile", newPass, "--new-passfile", s.passfile])
+        XCTAssertEqual(back.status, 0, back.stderr)
+    }
+
     func testResetPasswordWithTheRecoveryKey() throws {
         let s = Sandbox("acct-reset")
         s.initStore(users: [])

@@ -183,8 +183,8 @@ public struct AccountStore {
                 throw StoreError.invalidArgument("that recovery key does not open this account")
             }
             defer { payload.wipe() }
-            try rewrapPasswordSlot(record, name: name, payload: payload, password: new, parameters: parameters)
             throttle.recordSuccess(accountsDir: layout.accountsDir, name: name)
+            try rewrapPasswordSlot(record, name: name, payload: payload, password: new, parameters: parameters)
         }
     }
 
@@ -221,7 +221,11 @@ public struct AccountStore {
             try withAccountsDir { dfd in
                 guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
                 unlinkat(dfd, name.throttleFileName, 0)
-                try AtomicFile.syncDirectory(dfd, name.recordFileName)
+                // The account is gone now; a failed fsync does not bring it back, but a crash
+                // might, so its photos are then kept (a record naming a deleted tree opens to
+                // nothing).
+                try syncOrReport(dfd, name.recordFileName, done: "the account is removed",
+                                 afterCrash: deletePhotos ? "it may be back (its photos were kept for that reason)" : "it may be back")
             }
             if deletePhotos { try TreeRemoval.removeRecursively(layout.userTree(treeID)) }
         }
@@ -311,7 +315,20 @@ public struct AccountStore {
         defer { kek.wipe() }
         record.passwordSlot = SecretBox.wrap(payload, under: kek,
                                              ad: record.passwordSlotAD(storeID: config.storeID, fileName: name.recordFileName))
-        try withAccountsDir { try AtomicFile.write(record.encoded(), in: $0, name: name.recordFileName, mode: 0o600) }
+        try withAccountsDir { dfd in
+            try AtomicFile.place(record.encoded(), in: dfd, name: name.recordFileName, mode: 0o600, replacing: true)
+            // The new record is in place: the new password works from here on. A failed
+            // directory fsync does not undo that (it used to be reported as a failed change).
+            try syncOrReport(dfd, name.recordFileName, done: "the new password is in effect",
+                             afterCrash: "the old password may be the one that works again")
+        }
+    }
+
+    /// The directory fsync after a change that took effect: a failure is `.notConfirmedOnDisk`.
+    private func syncOrReport(_ dfd: Int32, _ entry: String, done: String, afterCrash: String) throws {
+        do { try AtomicFile.syncDirectory(dfd, entry) } catch {
+            throw StoreError.notConfirmedOnDisk(done: done, afterCrash: afterCrash, errno: (error as? StoreError)?.errno ?? EIO)
+        }
     }
 
     /// KEK_pw = Argon2id(password, salt, cost), then bound to the device secret if any.

@@ -1,0 +1,57 @@
+import Foundation
+import Glibc
+import XCTest
+import PhotoVaultCrypto
+@testable import PhotoVaultStore
+
+/// What password change, reset and remove report when the fsync of `accounts/` fails
+/// after the record was linked, renamed or unlinked (EIO injected through `FileIO.fsync`):
+/// the truth about what took effect, and nothing half done.
+final class CredentialDurabilityTests: CredentialTestCase {
+    /// Fails every fsync of the accounts directory from now to the end of the test.
+    func failAccountsDirectorySync() {
+        let accounts = OfflineFixture.identity(layout.accountsDir)
+        XCTAssertFalse(accounts.isEmpty)
+        OfflineFixture.hookFsync(self) { OfflineFixture.identity($0) != accounts }
+    }
+
+    /// The new record is in place, so the new password works: a failed directory fsync is
+    /// reported as that (exit 28), not as a failed change (it was `.io`, exit 1, although
+    /// the old password had already stopped working).
+    func testPasswordChangeAndResetWhoseDirectorySyncFailsSayTheNewPasswordIsInEffect() throws {
+        let recovery = try store.add(user: "alice", password: pw("old password"), deviceBound: false, parameters: fast)
+        defer { recovery.wipe() }
+        failAccountsDirectorySync()
+        let expected = StoreError.notConfirmedOnDisk(done: "the new password is in effect",
+                                                     afterCrash: "the old password may be the one that works again", errno: EIO)
+        assertThrows(expected) { try self.store.changePassword(user: "alice", old: self.pw("old password"), new: self.pw("new password")) }
+        XCTAssertEqual(expected.exitCode, 28)
+        XCTAssertEqual(expected.description, "the new password is in effect, but the change could not be confirmed on disk "
+                       + "(fsync of its directory: Input/output error): after a crash the old password may be the one that works again")
+        assertThrows(.wrongPassword) { _ = try self.store.open(user: "alice", password: self.pw("old password")) }
+        try store.open(user: "alice", password: pw("new password")).wipe()
+
+        assertThrows(expected) { try self.store.resetPassword(user: "alice", recoveryKey: recovery, new: self.pw("reset password")) }
+        assertThrows(.wrongPassword) { _ = try self.store.open(user: "alice", password: self.pw("new password")) }
+        try store.open(user: "alice", password: pw("reset password")).wipe()
+        XCTAssertEqual(try recordFiles().count, 1)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: layout.accountsDir).filter { $0.hasPrefix(AtomicFile.tempPrefix) }, [])
+    }
+
+    /// The record is unlinked, so the account is gone; a crash may bring it back, so its
+    /// photos are kept even with deletePhotos (a record naming a deleted tree opens to
+    /// nothing). It used to be `.io` (exit 1), as if nothing had happened.
+    func testRemoveWhoseDirectorySyncFailsSaysTheAccountIsGoneAndKeepsThePhotos() throws {
+        try store.add(user: "carol", password: pw("carol password"), deviceBound: false, parameters: fast).wipe()
+        let opened = try store.open(user: "carol", password: pw("carol password"))
+        opened.wipe()
+        failAccountsDirectorySync()
+        assertThrows(.notConfirmedOnDisk(done: "the account is removed",
+                                         afterCrash: "it may be back (its photos were kept for that reason)", errno: EIO)) {
+            try self.store.remove(user: "carol", password: self.pw("carol password"), deletePhotos: true)
+        }
+        XCTAssertFalse(try store.exists(user: "carol"))
+        var st = stat()
+        XCTAssertEqual(stat(opened.treePath, &st), 0, "the photos were deleted although the removal may be undone")
+    }
+}
