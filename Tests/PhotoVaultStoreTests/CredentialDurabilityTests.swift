@@ -4,7 +4,7 @@ import XCTest
 import PhotoVaultCrypto
 @testable import PhotoVaultStore
 
-/// What password change, reset and remove report when the fsync of `accounts/` fails
+/// What add, password change, reset and remove report when the fsync of `accounts/` fails
 /// after the record was linked, renamed or unlinked (EIO injected through `FileIO.fsync`):
 /// the truth about what took effect, and nothing half done.
 final class CredentialDurabilityTests: CredentialTestCase {
@@ -36,6 +36,23 @@ final class CredentialDurabilityTests: CredentialTestCase {
         try store.open(user: "alice", password: pw("reset password")).wipe()
         XCTAssertEqual(try recordFiles().count, 1)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: layout.accountsDir).filter { $0.hasPrefix(AtomicFile.tempPrefix) }, [])
+    }
+
+    /// An add whose record cannot be confirmed on disk fails and leaves nothing: no record,
+    /// no tree, and the same add works once the disk does. It used to remove the tree but
+    /// keep the record, so the account said 'already exists' and opened to 'tree missing'.
+    func testAddWhoseDirectorySyncFailsLeavesNoAccountAndNoTree() throws {
+        failAccountsDirectorySync()
+        XCTAssertThrowsError(try store.add(user: "bob", password: pw("bob password"), deviceBound: false, parameters: fast)) {
+            XCTAssertEqual(($0 as? StoreError)?.errno, EIO, "\($0)")
+        }
+        XCTAssertFalse(try store.exists(user: "bob"))
+        XCTAssertEqual(try recordFiles(), [])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: layout.usersDir), [])
+        FileIO.fsync = { Glibc.fsync($0) }
+        let recovery = try store.add(user: "bob", password: pw("bob password"), deviceBound: false, parameters: fast)
+        recovery.wipe()
+        try store.open(user: "bob", password: pw("bob password")).wipe()
     }
 
     /// The record is unlinked, so the account is gone; a crash may bring it back, so its

@@ -88,7 +88,17 @@ public struct AccountStore {
             defer { keyring.wipeAll() }
             try UserTree.initialiseRoot(at: treePath, keyring: keyring)
             do {
-                try withAccountsDir { try AtomicFile.create(record.encoded(), in: $0, name: name.recordFileName) }
+                try withAccountsDir { dfd in
+                    try AtomicFile.place(record.encoded(), in: dfd, name: name.recordFileName, replacing: false)
+                    do { try AtomicFile.syncDirectory(dfd, name.recordFileName) } catch {
+                        // The record is linked but not known to be on disk, and the recovery key
+                        // will not be shown: take it back, so the failed add leaves no account.
+                        // (The tree used to be removed under the record, which then named a
+                        // missing tree and blocked a new add with 'already exists'.)
+                        unlinkat(dfd, name.recordFileName, 0)
+                        throw error
+                    }
+                }
             } catch {
                 try? TreeRemoval.removeRecursively(treePath)
                 if case StoreError.exists = error { throw StoreError.accountExists }
