@@ -70,6 +70,26 @@ final class CredentialDeviceTests: CredentialTestCase {
         XCTAssertThrowsError(try DeviceSecret.loadOrCreate(at: DeviceSecret.path()))
     }
 
+    /// A FIFO where the device secret belongs is refused at once (not a regular file). It
+    /// used to block in open(2) until some writer came: here a helper opens the write end
+    /// after 3 s, which is what let the old code return at all.
+    func testADeviceSecretThatIsAFifoIsRefusedWithoutWaiting() throws {
+        let path = tmp + "/fifo-secret"
+        XCTAssertEqual(mkfifo(path, 0o600), 0)
+        let unblock = Thread {
+            sleep(3)
+            let w = open(path, O_WRONLY | O_NONBLOCK)   // ENXIO unless a reader is waiting
+            if w >= 0 { close(w) }
+        }
+        unblock.start()
+        let start = Date()
+        XCTAssertThrowsError(try DeviceSecret.load(at: path)) {
+            XCTAssertEqual(($0 as? StoreError)?.errno, EINVAL, "\($0)")
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(start), 2, "load waited for a writer of the FIFO")
+        while !unblock.isFinished { usleep(50_000) }
+    }
+
     func testDefaultDeviceSecretPath() throws {
         unsetenv(DeviceSecret.pathVariable)
         if geteuid() == 0 {

@@ -38,7 +38,9 @@ public enum DeviceSecret {
 
     /// Loads the secret at `path`; nil if the file does not exist.
     public static func load(at path: String) throws -> SecureBytes? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: a FIFO in its place is refused below instead of waited on for ever
+        // (every device-bound add, open and reset hung); harmless on a regular file.
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return nil }
             throw StoreError.posix("open device secret \(path)")
