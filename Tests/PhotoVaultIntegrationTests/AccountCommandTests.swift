@@ -177,6 +177,25 @@ final class AccountCommandTests: XCTestCase {
         XCTAssertEqual(back.status, 0, back.stderr)
     }
 
+    /// A missing account (passwd, reset-password, remove) and a wrong current password
+    /// (passwd) are said before the next secret is asked for. Run without a terminal
+    /// (setsid), the old order showed only the next prompt's failure: 'no terminal', exit 27.
+    func testNoSuchAccountAndAWrongCurrentPasswordAreSaidBeforeTheNextPrompt() throws {
+        let s = Sandbox("acct-order")
+        s.initStore()
+        let wrong = s.root + "/wrong-pass"
+        try Sandbox.writeSecret("not the password\n", to: wrong)
+        func noTTY(_ args: [String]) -> Harness.Result {
+            Harness.run(["setsid", "-w", Harness.binary] + args + ["--store", s.store], stdin: "", env: s.env, timeout: 60)
+        }
+        assertFailure(noTTY(["user", "passwd", "alice", "--passfile", wrong]), 5, "wrong password", "passwd, wrong password")
+        assertFailure(noTTY(["user", "passwd", "bob"]), 4, "no such account", "passwd bob")
+        assertFailure(noTTY(["user", "reset-password", "bob"]), 4, "no such account", "reset-password bob")
+        assertFailure(noTTY(["user", "remove", "bob"]), 4, "no such account", "remove bob")
+        // The right current password still gets as far as asking for the new one.
+        assertFailure(noTTY(["user", "passwd", "alice", "--passfile", s.passfile]), 27, "no terminal", "passwd alice")
+    }
+
     func testResetPasswordWithTheRecoveryKey() throws {
         let s = Sandbox("acct-reset")
         s.initStore(users: [])

@@ -35,8 +35,12 @@ enum UserCommands {
     static func passwd(_ args: ParsedArguments) throws -> Int32 {
         let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
         let user = try args.userName()
+        try requireAccount(accounts, user)
         let old = try PasswordInput().password(args, prompt: "Current password: ")
         defer { old.wipe() }
+        // A wrong current password is said before the new one is typed twice for nothing
+        // (as gocryptfs -passwd does); a new password from a file costs nobody any typing.
+        if args.value("new-passfile") == nil { try accounts.open(user: user, password: old).wipe() }
         let new = try PasswordInput().newPassword(args)
         defer { new.wipe() }
         try accounts.changePassword(user: user, old: old, new: new)
@@ -47,6 +51,7 @@ enum UserCommands {
     static func resetPassword(_ args: ParsedArguments) throws -> Int32 {
         let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
         let user = try args.userName()
+        try requireAccount(accounts, user)
         let key = try PasswordInput().recoveryKey(args)
         defer { key.wipe() }
         let new = try PasswordInput().newPassword(args)
@@ -59,6 +64,7 @@ enum UserCommands {
     static func remove(_ args: ParsedArguments) throws -> Int32 {
         let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
         let user = try args.userName()
+        try requireAccount(accounts, user)
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
         let deletePhotos = args.flag("delete-photos")
@@ -66,6 +72,13 @@ enum UserCommands {
         print(deletePhotos ? "Removed the account '\(user)' and its photos."
                            : "Removed the account '\(user)'. Its encrypted photos stay in the store, unreadable without the account.")
         return 0
+    }
+
+    /// 'no such account' before any password or recovery key is asked for: it was said only
+    /// after the secrets had been typed (or, without a terminal, never: 'no terminal').
+    /// `user check` tells the same without a password, so nothing is given away.
+    static func requireAccount(_ accounts: AccountStore, _ user: String) throws {
+        guard try accounts.exists(user: user) else { throw StoreError.noSuchAccount }
     }
 
     static func list(_ args: ParsedArguments) throws -> Int32 {
