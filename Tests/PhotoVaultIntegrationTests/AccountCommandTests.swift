@@ -196,6 +196,35 @@ final class AccountCommandTests: XCTestCase {
         assertFailure(noTTY(["user", "passwd", "alice", "--passfile", s.passfile]), 27, "no terminal", "passwd alice")
     }
 
+    /// `user add` whose recovery key cannot be written (stdout on a full device, or a pipe
+    /// nobody reads) fails with one line and leaves no account: the key is shown only once.
+    /// The account used to stay with a key nobody saw: exit 19 'no space left on the device
+    /// holding the store' (wrong device, too), or killed by SIGPIPE (141) without a word.
+    func testAnAccountWhoseRecoveryKeyCouldNotBeShownIsNotCreated() throws {
+        let s = Sandbox("acct-key-unseen")
+        s.initStore(users: [])
+        let add = [Harness.binary, "user", "add", "bob", "--store", s.store, "--passfile", s.passfile]
+        let full = Harness.run(["bash", "-c", "exec \"$@\" > /dev/full", "bash"] + add, env: s.env, timeout: 60)
+        assertFailure(full, 1, "photovault: the recovery key could not be shown (writing to standard output: No space left on "
+                      + "device), so the account was not created: run the command again with its output on a terminal or in a file")
+        // A pipe whose reader is gone; the child gets SIGPIPE's default action, as from a shell.
+        let closed = Harness.run(["python3", "-c", """
+        import os, subprocess, sys
+        r, w = os.pipe()
+        os.close(r)
+        p = subprocess.run(sys.argv[1:], stdout=w, stderr=subprocess.PIPE)
+        sys.stdout.write("%d\\n%s" % (p.returncode, p.stderr.decode()))
+        """] + add, env: s.env, timeout: 60)
+        XCTAssertEqual(closed.stdout, "1\nphotovault: the recovery key could not be shown (writing to standard output: Broken "
+                       + "pipe), so the account was not created: run the command again with its output on a terminal or in a file\n")
+        assertFailure(s.pv(["user", "check", "bob", "--store", s.store]), 4, "no such account")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: s.store + "/users"), [])
+        // With somewhere to show the key, the same add works.
+        let ok = s.pv(["user", "add", "bob", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        XCTAssertNotNil(AccountFixtures.recoveryKey(in: ok.stdout))
+    }
+
     func testResetPasswordWithTheRecoveryKey() throws {
         let s = Sandbox("acct-reset")
         s.initStore(users: [])

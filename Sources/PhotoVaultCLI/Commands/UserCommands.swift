@@ -14,21 +14,40 @@ enum UserCommands {
         let recovery = try accounts.add(user: user, password: password, deviceBound: args.flag("this-device-only"),
                                         parameters: KDFProfile.forNewAccounts)
         defer { recovery.wipe() }
-        print("Created the account '\(user)'\(args.flag("this-device-only") ? " (bound to this device)" : "").")
-        print("Recovery key: write it down and keep it apart from this computer. It is shown only once;")
-        print("without it a forgotten password cannot be recovered by anyone.\n")
-        try show(recovery)
+        do {
+            try show(recovery, after: "Created the account '\(user)'\(args.flag("this-device-only") ? " (bound to this device)" : "").\n"
+                     + "Recovery key: write it down and keep it apart from this computer. It is shown only once;\n"
+                     + "without it a forgotten password cannot be recovered by anyone.\n\n")
+        } catch CLIError.failed(let why) {
+            // Nobody saw the key and it is shown only once: the account must not stay (it did,
+            // with a key nobody had; a closed pipe even killed the command without a word).
+            do { try accounts.remove(user: user, password: password, deletePhotos: true) } catch {
+                throw CLIError.failed("\(why), and removing the new account again failed (\(error)): "
+                                      + "run 'photovault user remove \(user) --delete-photos', then add it again")
+            }
+            throw CLIError.failed("\(why), so the account was not created: run the command again with its output "
+                                  + "on a terminal or in a file")
+        }
         return 0
     }
 
-    /// Prints `    KEY\n\n` straight from secure memory: no copy of the key is made. A failed
-    /// write is an error: the user has not seen the key.
-    static func show(_ recovery: RecoveryKey) throws {
-        fflush(stdout)
-        try "    \n\n".utf8CString.withUnsafeBytes { text in
-            try OfflineSys.writeStream(1, text.baseAddress!, 4)
-            try recovery.withFormatted { try OfflineSys.writeStream(1, $0.baseAddress!, $0.count) }
-            try OfflineSys.writeStream(1, text.baseAddress! + 4, 2)
+    /// Prints `intro`, then `    KEY\n\n` straight from secure memory: no copy of the key is
+    /// made. A failed write is thrown (`.failed`): the user has not seen the key. SIGPIPE is
+    /// ignored meanwhile, so a closed pipe is that error (EPIPE) rather than a silent death.
+    static func show(_ recovery: RecoveryKey, after intro: String = "") throws {
+        let previous = signal(SIGPIPE, SIG_IGN)
+        defer { signal(SIGPIPE, previous) }
+        do {
+            guard fflush(stdout) == 0 else { throw StoreError.posix("fflush") }
+            try Array(intro.utf8).withUnsafeBytes { if $0.count > 0 { try OfflineSys.writeStream(1, $0.baseAddress!, $0.count) } }
+            try "    \n\n".utf8CString.withUnsafeBytes { text in
+                try OfflineSys.writeStream(1, text.baseAddress!, 4)
+                try recovery.withFormatted { try OfflineSys.writeStream(1, $0.baseAddress!, $0.count) }
+                try OfflineSys.writeStream(1, text.baseAddress! + 4, 2)
+            }
+        } catch {
+            let e = (error as? StoreError)?.errno ?? EIO
+            throw CLIError.failed("the recovery key could not be shown (writing to standard output: \(String(cString: strerror(e))))")
         }
     }
 
