@@ -59,18 +59,24 @@ public struct PasswordInput {
 
     /// The recovery key: `--recovery-key-file FILE`, else asked on the terminal without echo.
     public func recoveryKey(_ args: ParsedArguments, prompt: String = "Recovery key: ") throws -> SecureBytes {
-        if let f = args.value("recovery-key-file") { return try read(from: .file(f), confirm: false, prompt: prompt) }
+        if let f = args.value("recovery-key-file") {
+            return try read(from: .file(f), confirm: false, prompt: prompt, fileKind: "recovery-key file")
+        }
         return try read(from: .terminal, confirm: false, prompt: prompt)
     }
 
-    public func read(from source: PasswordSource, confirm: Bool, prompt: String) throws -> SecureBytes {
+    /// `fileKind` names a `.file` source in a warning about its permissions.
+    public func read(from source: PasswordSource, confirm: Bool, prompt: String,
+                     fileKind: String = "password file") throws -> SecureBytes {
         switch source {
         case .file(let path):
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw CLIError.cannotReadPassword(source: path, errno: errno) }
             defer { close(fd) }
             var st = stat()
-            if fstat(fd, &st) == 0, let problem = Self.exposure(of: path, st, euid: geteuid()) { warn(problem) }
+            if fstat(fd, &st) == 0, let problem = Self.exposure(of: path, st, euid: geteuid(), kind: fileKind) {
+                warn(problem)
+            }
             return try readFirstLine(fd, what: path)
         case .standardInput:
             return try readFirstLine(standardInputFD, what: "standard input")
@@ -93,7 +99,7 @@ public struct PasswordInput {
     /// and age it is a warning, not a refusal (ssh refuses such keys): the password has been
     /// exposed already, and refusing would only break the script that reads it. Only regular
     /// files are judged: a pipe (`--passfile <(pass show x)`) or a terminal is nobody's file.
-    static func exposure(of path: String, _ st: stat, euid: uid_t) -> String? {
+    static func exposure(of path: String, _ st: stat, euid: uid_t, kind: String = "password file") -> String? {
         guard st.st_mode & S_IFMT == S_IFREG else { return nil }
         let foreign = st.st_uid != euid
         let access = [st.st_mode & 0o044 != 0 ? "read" : nil, st.st_mode & 0o022 != 0 ? "written" : nil].compactMap { $0 }
@@ -104,7 +110,7 @@ public struct PasswordInput {
             what.append("can be \(access.joined(separator: " and ")) by other users (mode \(String(st.st_mode & 0o7777, radix: 8)))")
         }
         let fix = foreign ? "keep it in a file of your own with mode 600" : "run 'chmod 600 \(path)'"
-        return "the password file \(path) \(what.joined(separator: " and ")): \(fix)"
+        return "the \(kind) \(path) \(what.joined(separator: " and ")): \(fix)"
     }
 
     /// Constant-time comparison, so a mismatch check leaks nothing about where they differ.

@@ -56,7 +56,7 @@ final class PasswordInputTests: XCTestCase {
             XCTAssertEqual(bytes(try warningInput(warnings).newPassword(a)), Array("correct horse".utf8))
             XCTAssertEqual(bytes(try warningInput(warnings).recoveryKey(b)), Array("correct horse".utf8))
             let line = "the password file \(f) can be \(access) by other users (mode \(String(mode, radix: 8))): run 'chmod 600 \(f)'"
-            XCTAssertEqual(warnings.lines, [line, line, line])
+            XCTAssertEqual(warnings.lines, [line, line, line.replacingOccurrences(of: "password file", with: "recovery-key file")])
         }
         // Owner: judged against the effective uid.
         var st = stat()
