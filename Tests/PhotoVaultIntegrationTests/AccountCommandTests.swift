@@ -225,6 +225,22 @@ final class AccountCommandTests: XCTestCase {
         XCTAssertNotNil(AccountFixtures.recoveryKey(in: ok.stdout))
     }
 
+    /// remove --delete-photos whose tree cannot be deleted to the end (an immutable file,
+    /// chattr +i) says that the account is removed all the same; it said only 'unlink ...:
+    /// Operation not permitted', as if nothing had happened, and a retry said 'no such account'.
+    func testRemoveWhosePhotosCannotAllBeDeletedSaysTheAccountIsGone() throws {
+        let s = Sandbox("acct-remove-eperm")
+        s.initStore()
+        let tree = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: s.store + "/users").first)
+        let pinned = s.store + "/users/" + tree + "/.pvdir"
+        XCTAssertEqual(Harness.run(["chattr", "+i", pinned]).status, 0, "chattr +i needs root on ext4/xfs/btrfs")
+        defer { _ = Harness.run(["chattr", "-i", pinned]) }
+        let r = s.pv(["user", "remove", "alice", "--store", s.store, "--passfile", s.passfile, "--delete-photos"])
+        assertFailure(r, 1, "photovault: the account is removed, but deleting its photos stopped at unlink \(pinned): "
+                      + "Operation not permitted")
+        assertFailure(s.pv(["user", "check", "alice", "--store", s.store]), 4, "no such account")
+    }
+
     func testResetPasswordWithTheRecoveryKey() throws {
         let s = Sandbox("acct-reset")
         s.initStore(users: [])

@@ -237,7 +237,13 @@ public struct AccountStore {
                 try syncOrReport(dfd, name.recordFileName, done: "the account is removed",
                                  afterCrash: deletePhotos ? "it may be back (its photos were kept for that reason)" : "it may be back")
             }
-            if deletePhotos { try TreeRemoval.removeRecursively(layout.userTree(treeID)) }
+            if deletePhotos {
+                // The account is gone whatever happens here: a failure must say so, not look
+                // like a removal that did not happen ('no such account' on the retry).
+                do { try TreeRemoval.removeRecursively(layout.userTree(treeID)) } catch let StoreError.io(e, context) {
+                    throw StoreError.io(errno: e, context: "the account is removed, but deleting its photos stopped at \(context)")
+                }
+            }
         }
     }
 
