@@ -69,6 +69,28 @@ sys.exit(0 if status == 0 else 1)
         }
     }
 
+    /// A first run whose recovery key cannot be written (stdout on a full device, the terminal
+    /// still on stdin and stderr) creates nothing: the key is shown only once, so the account
+    /// is taken back and the store unmarked, and the next mount offers the first run again.
+    /// It used to keep both, with a key nobody saw, and then ended with exit 19.
+    func testFirstRunWhoseRecoveryKeyCannotBeShownCreatesNothing() throws {
+        let s = Sandbox("first-run-unseen")
+        let defaultStore = s.root + "/data/photovault/store"
+        let driver = FirstRunTests.driver.replacingOccurrences(
+            of: "    os.execv(sys.argv[2], sys.argv[2:])",
+            with: "    os.dup2(os.open(\"/dev/full\", os.O_WRONLY), 1)\n    os.execv(sys.argv[2], sys.argv[2:])")
+        XCTAssertNotEqual(driver, FirstRunTests.driver)
+        let r = Harness.run(["python3", "-c", driver, Sandbox.password, Harness.binary, "mount", "--user", "alice", "--no-dbus"],
+                            env: s.env, timeout: 90)
+        XCTAssertTrue(r.stdout.contains("photovault: the recovery key could not be shown (writing to standard output: No space "
+                                        + "left on device), so no store or account was created: run the command again with its "
+                                        + "output on a terminal or in a file"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("DRIVER steps=3 status=1\n"), r.stdout)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: defaultStore + "/photovault.conf"))
+        assertFailure(s.pv(["user", "check", "alice"]), 3, "no PhotoVault store")
+        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: defaultStore + "/users")) ?? [], [])
+    }
+
     func testFirstMountAtATerminalCreatesTheStoreAndShowsTheRecoveryKey() throws {
         let s = Sandbox("first-run")
         let defaultStore = s.root + "/data/photovault/store"

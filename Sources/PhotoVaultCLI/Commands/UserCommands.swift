@@ -14,21 +14,25 @@ enum UserCommands {
         let recovery = try accounts.add(user: user, password: password, deviceBound: args.flag("this-device-only"),
                                         parameters: KDFProfile.forNewAccounts)
         defer { recovery.wipe() }
-        do {
-            try show(recovery, after: "Created the account '\(user)'\(args.flag("this-device-only") ? " (bound to this device)" : "").\n"
-                     + "Recovery key: write it down and keep it apart from this computer. It is shown only once;\n"
-                     + "without it a forgotten password cannot be recovered by anyone.\n\n")
-        } catch CLIError.failed(let why) {
-            // Nobody saw the key and it is shown only once: the account must not stay (it did,
-            // with a key nobody had; a closed pipe even killed the command without a word).
-            do { try accounts.remove(user: user, password: password, deletePhotos: true) } catch {
-                throw CLIError.failed("\(why), and removing the new account again failed (\(error)): "
-                                      + "run 'photovault user remove \(user) --delete-photos', then add it again")
-            }
-            throw CLIError.failed("\(why), so the account was not created: run the command again with its output "
-                                  + "on a terminal or in a file")
+        try showOrUndo(recovery, after: "Created the account '\(user)'\(args.flag("this-device-only") ? " (bound to this device)" : "").\n"
+                       + "Recovery key: write it down and keep it apart from this computer. It is shown only once;\n"
+                       + "without it a forgotten password cannot be recovered by anyone.\n\n",
+                       undone: "the account was not created",
+                       ifUndoFails: "run 'photovault user remove \(user) --delete-photos', then add it again") {
+            try accounts.remove(user: user, password: password, deletePhotos: true)
         }
         return 0
+    }
+
+    /// `show`, and if the key could not be shown: nobody saw it and it is shown only once, so
+    /// the new account must not stay (it did, with a key nobody had; a closed pipe even
+    /// killed the command without a word). `undo` takes it back; one line says what happened.
+    static func showOrUndo(_ recovery: RecoveryKey, after intro: String = "", undone: String, ifUndoFails: String,
+                           undo: () throws -> Void) throws {
+        do { try show(recovery, after: intro) } catch CLIError.failed(let why) {
+            do { try undo() } catch { throw CLIError.failed("\(why), and undoing it failed (\(error)): \(ifUndoFails)") }
+            throw CLIError.failed("\(why), so \(undone): run the command again with its output on a terminal or in a file")
+        }
     }
 
     /// Prints `intro`, then `    KEY\n\n` straight from secure memory: no copy of the key is

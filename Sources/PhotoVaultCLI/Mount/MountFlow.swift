@@ -114,9 +114,15 @@ enum MountFlow {
         let recovery = try AccountStore(layout: layout).add(user: user, password: password, deviceBound: false,
                                                             parameters: KDFProfile.forNewAccounts)
         defer { recovery.wipe() }
-        print("Created the store and the account '\(user)'.")
-        print("Recovery key (write it down; it is shown only once):\n")
-        try UserCommands.show(recovery)
+        // Nobody saw the key: the account goes again, and so does the config that marks the
+        // store, so the next mount makes this offer again (as after a mistyped password).
+        try UserCommands.showOrUndo(recovery, after: "Created the store and the account '\(user)'.\n"
+                                    + "Recovery key (write it down; it is shown only once):\n\n",
+                                    undone: "no store or account was created",
+                                    ifUndoFails: "remove \(layout.root) and run the command again") {
+            try AccountStore(layout: layout).remove(user: user, password: password, deletePhotos: true)
+            guard unlink(layout.configPath) == 0 else { throw StoreError.posix("unlink \(layout.configPath)") }
+        }
         return true
     }
 
