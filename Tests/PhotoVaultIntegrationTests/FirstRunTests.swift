@@ -91,6 +91,24 @@ sys.exit(0 if status == 0 else 1)
         XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: defaultStore + "/users")) ?? [], [])
     }
 
+    /// A first run whose account cannot be created (here its tree: users/ is immutable,
+    /// chattr +i) leaves no store config behind, so the next mount offers the first run again
+    /// instead of saying 'no such account in this store'.
+    func testFirstRunWhoseAccountCannotBeCreatedLeavesNoStore() throws {
+        let s = Sandbox("first-run-noaccount")
+        let defaultStore = s.root + "/data/photovault/store"
+        try FileManager.default.createDirectory(atPath: defaultStore + "/users", withIntermediateDirectories: true)
+        XCTAssertEqual(Harness.run(["chattr", "+i", defaultStore + "/users"]).status, 0, "chattr +i needs root on ext4/xfs/btrfs")
+        defer { _ = Harness.run(["chattr", "-i", defaultStore + "/users"]) }
+        let r = Harness.run(["python3", "-c", FirstRunTests.driver, Sandbox.password, Harness.binary, "mount", "--user", "alice",
+                             "--no-dbus"], env: s.env, timeout: 90)
+        XCTAssertTrue(r.stdout.contains("Operation not permitted"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("DRIVER steps=3 status=1\n"), r.stdout)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: defaultStore + "/photovault.conf"),
+                       "a store without an account was left behind")
+        assertFailure(s.pv(["user", "check", "alice"]), 3, "no PhotoVault store")
+    }
+
     func testFirstMountAtATerminalCreatesTheStoreAndShowsTheRecoveryKey() throws {
         let s = Sandbox("first-run")
         let defaultStore = s.root + "/data/photovault/store"

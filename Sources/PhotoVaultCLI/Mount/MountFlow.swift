@@ -111,8 +111,16 @@ enum MountFlow {
                                                 attributes: [.posixPermissions: 0o700])
         try layout.initialise(config: StoreConfig())
         // The same Argon2id cost as 'user add' (PHOTOVAULT_KDF_PROFILE), which it used to ignore.
-        let recovery = try AccountStore(layout: layout).add(user: user, password: password, deviceBound: false,
+        let recovery: RecoveryKey
+        do {
+            recovery = try AccountStore(layout: layout).add(user: user, password: password, deviceBound: false,
                                                             parameters: KDFProfile.forNewAccounts)
+        } catch {
+            // A store without its account made the next mount say only 'no such account'
+            // instead of offering this again: the config that marks the store goes too.
+            unlink(layout.configPath)
+            throw error
+        }
         defer { recovery.wipe() }
         // Nobody saw the key: the account goes again, and so does the config that marks the
         // store, so the next mount makes this offer again (as after a mistyped password).
