@@ -85,6 +85,9 @@ public struct PasswordInput {
         case .terminal:
             let first = try readFromTerminal(prompt: prompt)
             guard confirm else { return first }
+            // Asked twice only for a new password: one the rules refuse is refused now, before
+            // it is typed a second time for nothing.
+            do { try PasswordPolicy.check(first) } catch { first.wipe(); throw error }
             let second = try readFromTerminal(prompt: "Retype " + prompt.prefix(1).lowercased() + prompt.dropFirst())
             defer { second.wipe() }
             guard Self.equal(first, second) else {

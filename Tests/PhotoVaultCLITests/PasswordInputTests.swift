@@ -234,7 +234,7 @@ final class PasswordInputTests: XCTestCase {
         }.start()
         var transcript = pty.waitFor("Password: ")
         pty.type(answers[0] + "\n")
-        if confirm {
+        if confirm && answers.count > 1 {
             transcript += pty.waitFor("Retype password: ")
             pty.type(answers[1] + "\n")
         }
@@ -255,8 +255,17 @@ final class PasswordInputTests: XCTestCase {
     }
 
     func testTerminalMismatch() throws {
-        let (result, _, lflag) = try withTerminal(confirm: true, answers: ["first", "second"])
+        let (result, _, lflag) = try withTerminal(confirm: true, answers: ["first password", "second password"])
         XCTAssertThrowsError(try result.get()) { XCTAssertEqual($0 as? CLIError, .passwordsDoNotMatch) }
+        XCTAssertNotEqual(lflag & tcflag_t(ECHO), 0)
+    }
+
+    /// A new password the rules refuse is refused after the first entry: it used to be asked
+    /// a second time ('Retype password:') and only then called too short.
+    func testTerminalNewPasswordTooShortIsRefusedBeforeTheRetype() throws {
+        let (result, transcript, lflag) = try withTerminal(confirm: true, answers: ["short"])
+        XCTAssertThrowsError(try result.get()) { XCTAssertEqual($0 as? StoreError, .passwordTooShort(minimum: 8)) }
+        XCTAssertFalse(transcript.contains("Retype"), transcript)
         XCTAssertNotEqual(lflag & tcflag_t(ECHO), 0)
     }
 

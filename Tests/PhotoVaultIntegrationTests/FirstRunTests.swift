@@ -54,15 +54,16 @@ sys.exit(0 if status == 0 else 1)
     func testFirstRunWithAMistypedOrShortPasswordCreatesNoStore() throws {
         let s = Sandbox("first-run-mistyped")
         let defaultStore = s.root + "/data/photovault/store"
-        for (first, second, needle, code) in [("first-password", "other-password", "passwords do not match", 27),
-                                              ("short", "short", "at least 8 characters", 8)] {
+        // A too-short password is refused before the retype prompt (steps: y, password).
+        for (first, second, needle, code, steps) in [("first-password", "other-password", "passwords do not match", 27, 3),
+                                                     ("short", "short", "at least 8 characters", 8, 2)] {
             let driver = FirstRunTests.driver
                 .replacingOccurrences(of: #"(b"Retype", None)"#, with: #"(b"Retype", sys.argv[3].encode() + b"\n")"#)
                 .replacingOccurrences(of: "os.execv(sys.argv[2], sys.argv[2:])", with: "os.execv(sys.argv[2], [sys.argv[2]] + sys.argv[4:])")
             let r = Harness.run(["python3", "-c", driver, first, Harness.binary, second, "mount", "--user", "alice", "--no-dbus"],
                                 env: s.env, timeout: 60)
             XCTAssertTrue(r.stdout.contains(needle), r.stdout)
-            XCTAssertTrue(r.stdout.contains("DRIVER steps=3 status=\(code)\n"), "want exit \(code): \(r.stdout)")
+            XCTAssertTrue(r.stdout.contains("DRIVER steps=\(steps) status=\(code)\n"), "want exit \(code): \(r.stdout)")
             XCTAssertFalse(FileManager.default.fileExists(atPath: defaultStore + "/photovault.conf"),
                            "a store without an account was left behind after: \(needle)")
             assertFailure(s.pv(["user", "check", "alice"]), 3, "no PhotoVault store")
