@@ -108,6 +108,59 @@ final class AccountTamperTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: outside), "created through the symlink")
     }
 
+    /// A device node in place of a store file PhotoVault reads or locks is refused as before
+    /// (exit 9 or fsck's `directoryInfoDamaged`), and it is never opened: opening a device
+    /// runs its driver's open (a tape rewinds, a modem hangs up), O_NONBLOCK or not. The node
+    /// is a copy of /dev/null (c 1 3); strace shows every open the command (and a daemon it
+    /// forks) makes, and none may name the node. Each used to be opened, then refused.
+    func testDeviceNodeInPlaceOfAStoreFileIsRefusedWithoutBeingOpened() throws {
+        // scripts/deps.sh installs strace for the tests: its absence is a failure, not a skip.
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace is missing: run scripts/deps.sh test")
+        let s = Sandbox("tamper-device")
+        s.initStore()
+        let record = try XCTUnwrap(AccountFixtures.recordFiles(s).first)
+        let trees = try FileManager.default.contentsOfDirectory(atPath: s.store + "/users")
+        XCTAssertEqual(trees.count, 1)
+        let tree = s.store + "/users/" + trees[0]
+        let mp = s.root + "/mnt-device"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let user = ["--store", s.store, "--user", "alice", "--passfile", s.passfile]
+        let cases: [(file: String, argv: [String], status: Int32, says: String)] = [
+            (s.store + "/photovault.conf", ["user", "list", "--store", s.store], 9, "photovault.conf is not a regular file"),
+            (record, ["fsck"] + user, 9, "the account record is corrupt: not a regular file"),
+            (tree + "/.pvmount", ["mount", mp, "--no-dbus"] + user, 9, ".pvmount is not a regular file"),
+            (tree + "/.pvdir", ["fsck"] + user, 21, "/: directoryInfoDamaged: directory ID file is not a regular file"),
+        ]
+        var null = stat()
+        XCTAssertEqual(stat("/dev/null", &null), 0)
+        for c in cases {
+            let saved = c.file + ".saved"
+            if FileManager.default.fileExists(atPath: c.file) { XCTAssertEqual(rename(c.file, saved), 0, c.file) }
+            XCTAssertEqual(mknod(c.file, S_IFCHR | 0o600, null.st_rdev), 0, "mknod \(c.file): \(String(cString: strerror(errno)))")
+            let log = s.root + "/strace.log"
+            let r = Harness.run(["/usr/bin/strace", "-f", "-qq", "-o", log, "-e", "trace=open,openat,openat2",
+                                 Harness.binary] + c.argv, env: s.env, timeout: 60)
+            if r.status == 0 && c.argv[0] == "mount" { s.mounts.append(mp) }
+            if c.status == 9 {
+                assertFailure(r, 9, c.says, c.file)
+            } else {
+                XCTAssertEqual(r.status, c.status, r.stdout + r.stderr)
+                XCTAssertTrue(r.stdout.hasPrefix(c.says + "\n"), r.stdout)
+            }
+            let name = "/" + (c.file as NSString).lastPathComponent
+            let trace = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            XCTAssertTrue(trace.contains("openat("), "strace recorded nothing: \(trace.prefix(500))")
+            let opened = trace.split(separator: "\n").filter {
+                $0.contains("open") && ($0.contains("\"" + c.file + "\"") || $0.contains("\"" + name.dropFirst() + "\""))
+            }
+            XCTAssertEqual(opened, [], "the device node \(c.file) was opened")
+            XCTAssertEqual(unlink(c.file), 0)
+            if FileManager.default.fileExists(atPath: saved) { XCTAssertEqual(rename(saved, c.file), 0) }
+        }
+        XCTAssertFalse(Harness.isMounted(mp))
+        XCTAssertEqual(s.pv(["fsck"] + user, timeout: 20).status, 0, "the store is whole again")
+    }
+
     func testUnknownRecordVersionIsExit10() throws {
         let s = Sandbox("tamper-version")
         s.initStore()
