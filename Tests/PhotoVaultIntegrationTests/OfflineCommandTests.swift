@@ -324,16 +324,36 @@ final class OfflineCommandTests: XCTestCase {
         let (sb, _) = Self.importedTree("pv-offline-fifo", at: "/v")
         let pvdir = Self.deepestPvdir(sb)   // /v/src/2024/raw
         sb.ok("rm \(Sandbox.quote(pvdir)) && mkfifo \(Sandbox.quote(pvdir))")
+        Self.assertFsckFindsAndRepairs(sb, "/v/src/2024/raw: directoryInfoDamaged: directory ID file is not a regular file")
+    }
+
+    /// fsck (with a deadline: a hang fails) exits 21 and names `problem` first, `--repair`
+    /// moves something to /lost+found, and the next fsck is clean.
+    static func assertFsckFindsAndRepairs(_ sb: Sandbox, _ problem: String, file: StaticString = #filePath, line: UInt = #line) {
         let args = ["--store", sb.store, "--user", "alice", "--passfile", sb.passfile]
         let check = sb.pv(["fsck"] + args, timeout: 30)
-        XCTAssertEqual(check.status, 21, check.stdout + check.stderr)
-        XCTAssertTrue(check.stdout.hasPrefix("/v/src/2024/raw: directoryInfoDamaged: directory ID file is not a regular file\n"),
-                      check.stdout)
+        XCTAssertEqual(check.status, 21, check.stdout + check.stderr, file: file, line: line)
+        XCTAssertTrue(check.stdout.hasPrefix(problem + "\n"), check.stdout, file: file, line: line)
         let repair = sb.pv(["fsck", "--repair"] + args, timeout: 30)
-        XCTAssertEqual(repair.status, 21, repair.stdout + repair.stderr)
-        XCTAssertTrue(repair.stdout.contains("repair: movedToLostAndFound("), repair.stdout)
+        XCTAssertEqual(repair.status, 21, repair.stdout + repair.stderr, file: file, line: line)
+        XCTAssertTrue(repair.stdout.contains("repair: movedToLostAndFound("), repair.stdout, file: file, line: line)
         let after = sb.pv(["fsck"] + args, timeout: 30)
-        XCTAssertEqual(after.status, 0, after.stdout + after.stderr)
+        XCTAssertEqual(after.status, 0, after.stdout + after.stderr, file: file, line: line)
+    }
+
+    /// A FIFO in place of the tree's mount lock `.pvmount` makes every mount fail (exit 9):
+    /// fsck names it (it used to skip `.pvmount` and call the tree clean), `--repair` moves it
+    /// to /lost+found, and the vault mounts again. Run with a deadline: a hang fails the test.
+    func testAFifoInPlaceOfTheMountLockIsDamageAndRepairLetsTheVaultMount() throws {
+        let (sb, _) = Self.importedTree("pv-offline-pvmount", at: "/v")
+        let trees = try FileManager.default.contentsOfDirectory(atPath: sb.store + "/users")
+        XCTAssertEqual(trees.count, 1)
+        let lock = Sandbox.quote(sb.store + "/users/" + trees[0] + "/.pvmount")
+        sb.ok("rm -f \(lock) && mkfifo \(lock)")
+        Self.assertFsckFindsAndRepairs(sb, "/.pvmount: mountLockDamaged: the mount lock is a FIFO, not a regular file: the tree cannot be mounted")
+        let mp = sb.mount()
+        XCTAssertEqual(sb.ok("ls \(Sandbox.quote(mp))/lost+found"), "mount-lock .pvmount\n")
+        sb.unmount(mp)
     }
 
     /// What fsck cannot read is `unreadable` and the walk goes on: a directory whose listing

@@ -228,6 +228,48 @@ final class OfflineFsckTests: XCTestCase {
         XCTAssertEqual(st.st_mode & S_IFMT, S_IFCHR)
     }
 
+    /// The tree's mount lock `.pvmount` as anything but a regular file makes every mount fail
+    /// (exit 9): fsck reports it `mountLockDamaged` (it used to skip `.pvmount` unexamined and
+    /// call the tree clean), without --repair nothing changes, and --repair moves it whole to
+    /// /lost+found, after which fsck is clean and the mount lock can be taken again.
+    func testMountLockThatIsNotARegularFileIsDamage() throws {
+        var null = stat()
+        XCTAssertEqual(stat("/dev/null", &null), 0)
+        let makers: [(String, String, (String) -> Int32)] = [
+            ("FIFO", "a FIFO", { mkfifo($0, 0o600) }),
+            ("device", "a character device", { mknod($0, S_IFCHR | 0o600, null.st_rdev) }),
+            ("directory", "a directory", { mkdir($0, 0o700) }),
+            ("symlink", "a symlink", { symlink("/dev/null", $0) }),
+        ]
+        for (what, typeName, make) in makers {
+            let (tree, _, _) = try buildTree()
+            let lock = StorePath.join(tree.root, TreeLock.mountLockName)
+            // A regular .pvmount (left by an earlier mount) is no problem.
+            let held = try XCTUnwrap(try TreeLock.mount(root: tree.root))
+            held.release()
+            XCTAssertEqual(try Fsck(tree: tree).run().problems, [], what)
+            XCTAssertEqual(unlink(lock), 0)
+            XCTAssertEqual(make(lock), 0, what)
+
+            let s = try Fsck(tree: tree).run()
+            XCTAssertEqual(kinds(s), ["mountLockDamaged /.pvmount"], what)
+            XCTAssertEqual(s.problems.first?.storePath, ".pvmount", what)
+            XCTAssertEqual(s.problems.first?.detail, "the mount lock is \(typeName), not a regular file: the tree cannot be mounted")
+            var st = stat()
+            XCTAssertEqual(lstat(lock, &st), 0, "\(what): fsck without --repair changed it")
+            XCTAssertThrowsError(try TreeLock.mount(root: tree.root), what)
+
+            let r = try Fsck(tree: tree).run(repair: true)
+            XCTAssertEqual(kinds(r), ["mountLockDamaged /.pvmount"], what)
+            XCTAssertEqual(r.actions, [.movedToLostAndFound(storePath: ".pvmount", name: "mount-lock .pvmount")], what)
+            XCTAssertNotEqual(lstat(lock, &st), 0, "\(what): still in place")
+            let again = try Fsck(tree: tree).run()
+            XCTAssertEqual(again.problems, [], what)
+            XCTAssertEqual(again.lostAndFoundEntries, 1, what)
+            XCTAssertNotNil(try TreeLock.mount(root: tree.root), what)
+        }
+    }
+
     func testFsckWithoutRepairChangesNothingAndRepairQuarantines() throws {
         let (tree, scratch, contents) = try buildTree()
         // Several kinds of damage at once.

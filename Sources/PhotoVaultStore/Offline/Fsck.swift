@@ -12,8 +12,9 @@ import PhotoVaultCrypto
 /// makes exactly two kinds of change, each listed in `FsckSummary.actions`:
 ///  1. an entry that cannot be decrypted — a damaged name, foreign entry, orphan companion,
 ///     directory without a valid `.pvdir`, file with a damaged header or chunk, damaged
-///     symlink or unsupported file type — is moved whole into `/lost+found` (an ordinary
-///     encrypted directory at the tree root, created if missing) under a new, valid name;
+///     symlink, unsupported file type or a root `.pvmount` that is not a regular file — is
+///     moved whole into `/lost+found` (an ordinary encrypted directory at the tree root,
+///     created if missing) under a new, valid name;
 ///     a long-named entry's companion is removed after the move, as FORMAT.md prescribes for
 ///     any entry leaving a directory;
 ///  2. leftover `.pvtmp-*` temp files are deleted (a temp directory only if it holds
@@ -152,7 +153,11 @@ public final class Fsck {
                 let name = e.name
                 let sp = Walk.join(storePath, name)
                 let shownInDir = Walk.join(dir.path.description, name)   // plaintext dir + ciphertext entry
-                if name == DirectoryInfo.fileName || (isRoot && name == TreeLock.mountLockName) { continue }
+                if name == DirectoryInfo.fileName { continue }
+                if isRoot && name == TreeLock.mountLockName {
+                    try mountLock(dir, e, shown: shownInDir, storePath: sp)
+                    continue
+                }
                 if name.hasPrefix(AtomicFile.tempPrefix) {
                     report(shownInDir, sp, .leftoverTemp, "temp file of an interrupted write")
                     if repair { removeTemp(dir.fd, e, storePath: sp) }
@@ -205,6 +210,25 @@ public final class Fsck {
                     try quarantine(dir, e, storePath: sp, suggested: lostName(path), isLong: true)
                 }
             }
+        }
+
+        /// The tree's mount lock (`TreeLock.mountLockName`): any regular file will do (it is
+        /// only flocked). Anything else — a FIFO, socket, device, directory or symlink — makes
+        /// every mount fail (`corruptStore`), so it is damage, and repair moves it whole into
+        /// /lost+found like any misshapen entry; the next mount creates a new one.
+        mutating func mountLock(_ root: VaultDirectory, _ e: OfflineSys.Entry, shown: String, storePath: String) throws {
+            let st: stat
+            do {
+                guard let s = try OfflineSys.lstat(root.fd, e.cName) else { return }   // vanished
+                st = s
+            } catch {
+                report(shown, storePath, .unreadable, "\(error)")
+                return
+            }
+            guard !OfflineSys.isRegular(st) else { return }
+            report(shown, storePath, .mountLockDamaged,
+                   "the mount lock is \(OfflineSys.typeName(st)), not a regular file: the tree cannot be mounted")
+            if repair { try quarantine(root, e, storePath: storePath, suggested: "mount-lock " + e.name, isLong: false) }
         }
 
         struct NameProblem: Error { let kind: FsckProblem.Kind; let detail: String }

@@ -32,6 +32,9 @@ public struct FsckProblem: Equatable, Sendable, CustomStringConvertible {
         case xattrDamaged
         /// A FIFO, socket or device node inside the store.
         case unsupportedType
+        /// The tree's mount lock `.pvmount` is not a regular file (a FIFO, socket, device,
+        /// directory or symlink): every mount of the tree fails until it is moved away.
+        case mountLockDamaged
         /// The entry could not be read (I/O error, permission, a locked class key): not
         /// damage, the bytes may be intact. Reported only; repair never moves it.
         case unreadable

@@ -59,6 +59,20 @@ public enum OfflineSys {
     public static func isRegular(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFREG }
     static func isSymlink(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFLNK }
 
+    /// "a FIFO", "a directory", ... (for messages).
+    static func typeName(_ st: stat) -> String {
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: return "a regular file"
+        case S_IFDIR: return "a directory"
+        case S_IFLNK: return "a symlink"
+        case S_IFIFO: return "a FIFO"
+        case S_IFSOCK: return "a socket"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        default: return "a file of unknown type"
+        }
+    }
+
     /// Sets atime and mtime of an open file (after its last write).
     static func setTimes(_ fd: Int32, from st: stat) {
         let ts = [st.st_atim, st.st_mtim]
