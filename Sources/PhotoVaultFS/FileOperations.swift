@@ -108,7 +108,12 @@ extension VaultFileSystem {
             _ = Syscall.unlinkat(p.fd, backing, 0)
             throw FSError.posix(e)
         }
-        let node = table.insert(fd: opath, st: st, parent: p.nodeID, name: plain)
+        let node: Inode
+        do { node = try table.insert(fd: opath, st: st, parent: p.nodeID, name: plain) } catch {
+            try? file.close()
+            _ = Syscall.unlinkat(p.fd, backing, 0)
+            throw error
+        }
         let c = ContentState(fd: fd, file: file, writable: true)
         c.opens = 1
         c.writers = 1
@@ -285,12 +290,16 @@ extension VaultFileSystem {
         var entries: [OpenDirectory.Entry] = []
         var st = stat()
         _ = fstatat(node.fd, "..", &st, AT_SYMLINK_NOFOLLOW)
-        entries.append(.init(name: [0x2e, 0], backing: [], ino: node.backingIno, type: UInt8(DT_DIR)))
-        entries.append(.init(name: [0x2e, 0x2e, 0], backing: [], ino: UInt64(st.st_ino), type: UInt8(DT_DIR)))
+        // d_ino as stat shows st_ino. An entry lies on its directory's file system (but for a
+        // mount point, whose d_ino is that of the directory it covers, as on any Linux mount).
+        entries.append(.init(name: [0x2e, 0], backing: [], ino: node.shownIno, type: UInt8(DT_DIR)))
+        entries.append(.init(name: [0x2e, 0x2e, 0], backing: [], ino: table.shownIno(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino)),
+                             type: UInt8(DT_DIR)))
         for ent in try Syscall.listDirectory(node.fd) {
             switch backend.plainName(ent.name, in: nm, dirFD: node.fd) {
             case .visible(let plain):
-                entries.append(.init(name: plain + [0], backing: ent.name, ino: ent.ino, type: ent.type))
+                entries.append(.init(name: plain + [0], backing: ent.name, ino: table.shownIno(dev: node.dev, ino: ent.ino),
+                                     type: ent.type))
             case .hidden:
                 continue
             case .corrupt:

@@ -2,10 +2,12 @@ import Glibc
 import CLinux
 import PhotoVaultCrypto
 
-/// One file the kernel knows about. The node ID the kernel sees is the backing inode
-/// number (stable across lookups and remounts; hard links share it), except the root,
-/// which FUSE fixes at 1. The PV_O_PATH descriptor pins the backing inode, so its number
-/// cannot be reused while the kernel still holds this node.
+/// One file the kernel knows about, identified by its backing (st_dev, st_ino): a store's
+/// tree may span file systems (a disk or tmpfs mounted, or a directory bind-mounted, inside
+/// it), and two of them can number different files alike. Its node ID — also the st_ino
+/// and d_ino users see, which tar, cp, du and find use to recognise hard links — is
+/// `InodeTable.nodeID(dev:ino:)`. The PV_O_PATH descriptor pins the backing inode, so its
+/// number cannot be reused while the kernel still holds this node.
 final class Inode: @unchecked Sendable {
     let nodeID: UInt64
     let backingIno: UInt64
@@ -32,6 +34,10 @@ final class Inode: @unchecked Sendable {
         fileType = st.st_mode & S_IFMT
     }
 
+    /// The st_ino users see: the node ID, except for the root, whose node ID FUSE fixes at 1
+    /// and which shows its backing number (no other node can have it: see `nodeID`).
+    var shownIno: UInt64 { nodeID == UInt64(FUSE_ROOT_ID_VALUE) ? backingIno : nodeID }
+
     var isDirectory: Bool { fileType == S_IFDIR }
     var isRegular: Bool { fileType == S_IFREG }
     var isSymlink: Bool { fileType == S_IFLNK }
@@ -42,6 +48,15 @@ final class InodeTable: @unchecked Sendable {
     private let mutex = PMutex()
     private var nodes: [UInt64: Inode] = [:]
     let root: Inode
+    /// Node ID ranges of backing inode numbers that are not passed through (see `nodeID`),
+    /// by (st_dev, st_ino >> 48), numbered from 1 in the order met and kept for the mount's
+    /// lifetime, so that a file's number does not change between lookups. Guarded by `mutex`.
+    private struct Range: Hashable { let dev: UInt64; let high: UInt64 }
+    private var ranges: [Range: UInt64] = [:]
+    static let rangeBits = 48
+    static let mappedFlag: UInt64 = 1 << 63
+    /// 15 bits of range number beside the flag and the 48 low bits.
+    static let maxRanges: UInt64 = 1 << 15 - 1
 
     init(rootFD: Int32, rootStat: stat) {
         root = Inode(nodeID: UInt64(FUSE_ROOT_ID_VALUE), fd: rootFD, st: rootStat)
@@ -60,10 +75,12 @@ final class InodeTable: @unchecked Sendable {
 
     /// Registers one more kernel reference to the file open at `fd` (stat `st`), named
     /// `name` in `parent`. Takes ownership of `fd` (closes it if the node already exists).
-    func insert(fd: Int32, st: stat, parent: UInt64, name: [UInt8]) -> Inode {
-        let id = nodeID(for: st)
-        let (node, dup): (Inode, Bool) = mutex.withLock {
-            if let n = nodes[id], n.backingIno == UInt64(st.st_ino) {
+    /// Closes `fd` if it throws (EOVERFLOW: more backing file systems than node IDs can tell
+    /// apart, see `nodeID`).
+    func insert(fd: Int32, st: stat, parent: UInt64, name: [UInt8]) throws -> Inode {
+        let (node, dup): (Inode?, Bool) = mutex.withLock {
+            guard let id = lockedNodeID(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), allocate: true) else { return (nil, true) }
+            if let n = nodes[id] {
                 n.lookups += 1
                 n.parentID = parent
                 n.name = name
@@ -77,6 +94,7 @@ final class InodeTable: @unchecked Sendable {
             return (n, false)
         }
         if dup { close(fd) }
+        guard let node else { throw FSError.posix(EOVERFLOW) }
         return node
     }
 
@@ -84,9 +102,9 @@ final class InodeTable: @unchecked Sendable {
     /// the file where it is, also while it stays open. Nodes the table does not hold are
     /// left alone.
     func renamed(_ st: stat, parent: UInt64, name: [UInt8]) {
-        let id = nodeID(for: st)
         mutex.withLock {
-            guard let n = nodes[id], n !== root, n.backingIno == UInt64(st.st_ino) else { return }
+            guard let id = lockedNodeID(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), allocate: false),
+                  let n = nodes[id], n !== root else { return }
             n.parentID = parent
             n.name = name
         }
@@ -103,13 +121,44 @@ final class InodeTable: @unchecked Sendable {
         mutex.withLock { node.lookups += 1 }
     }
 
-    /// The backing inode number, except that the backing root is FUSE's root (1), and a
-    /// backing entry numbered 1 that is not the root (possible on some filesystems) gets an
-    /// ID with the top bit set instead of taking the root's.
-    func nodeID(for st: stat) -> UInt64 {
-        let ino = UInt64(st.st_ino)
-        if ino == root.backingIno { return root.nodeID }
-        return ino == root.nodeID ? ino | (1 << 63) : ino
+    /// The node ID of backing inode (`dev`, `ino`), one per backing file for the mount's
+    /// lifetime. A file on the root's file system keeps its backing inode number (stable
+    /// across lookups and remounts, as tar's incremental dumps and rsync expect), except that
+    /// the backing root is FUSE's root (1). Anything else — a file on another file system
+    /// mounted inside the tree, a backing number 1 that is not the root (possible on some
+    /// file systems, it would take the root's ID), or one of 2^48 or more — gets the top bit,
+    /// a range number for (dev, ino >> 48) and the low 48 bits of its number: unique, and
+    /// stable while the vault stays mounted (ranges are numbered in the order met, so such a
+    /// file's number can differ after a remount). nil only when 2^15 - 1 ranges are used up.
+    func nodeID(dev: UInt64, ino: UInt64) -> UInt64? {
+        mutex.withLock { lockedNodeID(dev: dev, ino: ino, allocate: true) }
+    }
+
+    /// The st_ino users see for backing inode (`dev`, `ino`) (`Inode.shownIno`), e.g. as the
+    /// d_ino of a listing; its backing number if no node ID can be given.
+    func shownIno(dev: UInt64, ino: UInt64) -> UInt64 {
+        guard let id = nodeID(dev: dev, ino: ino) else { return ino }
+        return id == root.nodeID ? root.backingIno : id
+    }
+
+    /// Caller holds `mutex`. Without `allocate`, nil for a range not met yet (no node has it).
+    private func lockedNodeID(dev: UInt64, ino: UInt64, allocate: Bool) -> UInt64? {
+        if dev == root.dev {
+            if ino == root.backingIno { return root.nodeID }
+            if ino != root.nodeID && ino >> Self.rangeBits == 0 { return ino }
+        }
+        let key = Range(dev: dev, high: ino >> Self.rangeBits)
+        let range: UInt64
+        if key == Range(dev: root.dev, high: 0) {
+            range = 0   // the root file system's backing number 1: 1 | 1 << 63, as it always was
+        } else if let r = ranges[key] {
+            range = r
+        } else {
+            guard allocate, UInt64(ranges.count) < Self.maxRanges else { return nil }
+            range = UInt64(ranges.count) + 1
+            ranges[key] = range
+        }
+        return Self.mappedFlag | range << UInt64(Self.rangeBits) | ino & (1 << UInt64(Self.rangeBits) - 1)
     }
 
     /// The kernel dropped `n` references; the node goes away at zero.

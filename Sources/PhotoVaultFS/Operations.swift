@@ -75,6 +75,7 @@ extension VaultFileSystem {
     /// The attributes the user sees: backing attributes with the plaintext size.
     func presented(_ st: stat, _ node: Inode) -> stat {
         var a = st
+        a.st_ino = ino_t(node.shownIno)   // unique across the backing file systems (Inode)
         if node.isRegular {
             a.st_mode &= S_IFMT | Self.fileModeBits   // never setuid/setgid (a store from elsewhere may have them)
             a.st_blksize = Self.preferredIOSize
@@ -134,7 +135,7 @@ extension VaultFileSystem {
         guard fstatat(fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else {
             let e = errno; close(fd); throw FSError.posix(e)
         }
-        let node = table.insert(fd: fd, st: st, parent: parent.nodeID, name: plain)
+        let node = try table.insert(fd: fd, st: st, parent: parent.nodeID, name: plain)
         return entry(node, st)
     }
 

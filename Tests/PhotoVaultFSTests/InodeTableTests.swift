@@ -13,17 +13,45 @@ final class InodeTableTests: XCTestCase {
 
     func testABackingEntryNumberedOneDoesNotTakeTheRootsID() throws {
         let table = InodeTable(rootFD: -1, rootStat: stat(ino: 4242, mode: S_IFDIR | 0o700))
-        XCTAssertEqual(table.nodeID(for: stat(ino: 4242, mode: S_IFDIR | 0o700)), 1)
-        XCTAssertEqual(table.nodeID(for: stat(ino: 77, mode: S_IFREG | 0o600)), 77)
+        XCTAssertEqual(table.nodeID(dev: 0, ino: 4242), 1)
+        XCTAssertEqual(table.nodeID(dev: 0, ino: 77), 77)
         let one = stat(ino: 1, mode: S_IFREG | 0o600)
         let fd = open("/dev/null", O_RDONLY)
         XCTAssertGreaterThanOrEqual(fd, 0)
-        let node = table.insert(fd: fd, st: one, parent: 1, name: Array("one.jpg".utf8))
+        let node = try table.insert(fd: fd, st: one, parent: 1, name: Array("one.jpg".utf8))
         XCTAssertNotEqual(node.nodeID, 1)
         XCTAssertEqual(node.backingIno, 1)
         XCTAssertTrue(table.get(1) === table.root, "the root was replaced")
         XCTAssertTrue(table.get(node.nodeID) === node)
         table.forget(node.nodeID, 1)
         XCTAssertTrue(table.get(1) === table.root)
+    }
+
+    /// Backing files are told apart by (st_dev, st_ino): a tree may span file systems that
+    /// number files alike. The tree's own file system keeps its numbers; the others (and
+    /// numbers of 2^48 or more) get the top bit, a range per (dev, ino >> 48) and the low 48
+    /// bits, the same every time they are asked for.
+    func testFilesOfTwoFileSystemsWithOneInodeNumberAreTwoNodes() throws {
+        var rootStat = stat(ino: 2, mode: S_IFDIR | 0o700)
+        rootStat.st_dev = 100
+        let table = InodeTable(rootFD: -1, rootStat: rootStat)
+        var a = stat(ino: 77, mode: S_IFREG | 0o600), b = a
+        a.st_dev = 100
+        b.st_dev = 200
+        let na = try table.insert(fd: open("/dev/null", O_RDONLY), st: a, parent: 1, name: Array("a".utf8))
+        let nb = try table.insert(fd: open("/dev/null", O_RDONLY), st: b, parent: 1, name: Array("b".utf8))
+        XCTAssertFalse(na === nb, "two backing files, one node")
+        XCTAssertEqual(na.nodeID, 77)
+        XCTAssertEqual(na.shownIno, 77)
+        XCTAssertEqual(nb.nodeID, 1 << 63 | 1 << 48 | 77)
+        XCTAssertEqual(nb.shownIno, nb.nodeID)
+        XCTAssertTrue(try table.insert(fd: open("/dev/null", O_RDONLY), st: b, parent: 1, name: Array("b".utf8)) === nb)
+        XCTAssertEqual(table.nodeID(dev: 200, ino: 78), 1 << 63 | 1 << 48 | 78)
+        XCTAssertEqual(table.nodeID(dev: 100, ino: 1), 1 << 63 | 1, "the root file system's number 1, as before")
+        XCTAssertEqual(table.nodeID(dev: 100, ino: 5 << 48 | 9), 1 << 63 | 2 << 48 | 9)
+        XCTAssertEqual(table.nodeID(dev: 300, ino: 2), 1 << 63 | 3 << 48 | 2, "another file system's root number")
+        XCTAssertEqual(table.nodeID(dev: 100, ino: 2), 1)
+        XCTAssertEqual(table.shownIno(dev: 100, ino: 2), 2, "the root shows its backing number")
+        XCTAssertEqual(table.root.shownIno, 2)
     }
 }

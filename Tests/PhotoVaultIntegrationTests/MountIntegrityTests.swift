@@ -86,6 +86,82 @@ final class MountIntegrityTests: XCTestCase {
         fg.stop(sb)
     }
 
+    /// A store whose tree spans two file systems (here the store on one tmpfs and a second
+    /// tmpfs mounted on a directory of the tree, its `.pvdir` copied in): both number their
+    /// files 2, 3, 4, ..., so files on either side share backing inode numbers. Each must stay
+    /// itself through the mount: its own content (the node table keyed by st_ino alone gave
+    /// the file looked up second the first one's node, content included), a st_ino no other
+    /// file shows (tar and cp take equal numbers for hard links), the same number in a
+    /// listing's d_ino and across lookups, and — on the tree's own file system — the backing
+    /// number, across remounts too.
+    func testFilesOnTwoFileSystemsInsideTheTreeStayApart() throws {
+        let sb = Sandbox("pv-two-fs")
+        let outer = sb.store, users = Sandbox.quote(sb.store + "/users")
+        try FileManager.default.createDirectory(atPath: outer, withIntermediateDirectories: true)
+        sb.ok("mount -t tmpfs -o mode=0700 tmpfs \(Sandbox.quote(outer))")
+        var inner = ""
+        defer {
+            for m in sb.mounts where Harness.isMounted(m) { sb.unmount(m) }
+            sb.mounts.removeAll()
+            if !inner.isEmpty { _ = sb.run("umount \(Sandbox.quote(inner))") }
+            _ = sb.run("umount \(Sandbox.quote(outer))")
+        }
+        sb.initStore()
+        var mp = sb.mount()
+        var q = Sandbox.quote(mp)
+        sb.ok("mkdir \(q)/t && for i in $(seq 0 39); do printf 'outer %s' $i > \(q)/a$i; done")
+        sb.unmount(mp)
+        inner = sb.ok("find \(users) -mindepth 2 -maxdepth 2 -type d").trimmingCharacters(in: .newlines)
+        XCTAssertFalse(inner.isEmpty || inner.contains("\n"), inner)
+        let qi = Sandbox.quote(inner)
+        sb.ok("cp \(qi)/.pvdir \(sb.root)/saved-pvdir && mount -t tmpfs -o mode=0700 tmpfs \(qi) && cp \(sb.root)/saved-pvdir \(qi)/.pvdir")
+
+        mp = sb.mount(at: "live")
+        q = Sandbox.quote(mp)
+        // The outer files are looked up (and stay known to the kernel) before the inner ones exist.
+        sb.ok("cat \(q)/a* > /dev/null && for i in $(seq 0 39); do printf 'inner %s' $i > \(q)/t/b$i; done")
+        // The point of the test: backing numbers that both file systems use.
+        let outerNumbers = Set(sb.ok("find \(users) -xdev -type f ! -name '.pv*' -printf '%i\\n'").split(separator: "\n"))
+        let innerNumbers = Set(sb.ok("find \(qi) -type f ! -name '.pv*' -printf '%i\\n'").split(separator: "\n"))
+        XCTAssertEqual(outerNumbers.count, 40)
+        XCTAssertEqual(innerNumbers.count, 40)
+        XCTAssertFalse(outerNumbers.isDisjoint(with: innerNumbers), "no shared inode numbers: \(outerNumbers) \(innerNumbers)")
+
+        let names = (0..<40).map { "a\($0)" } + (0..<40).map { "t/b\($0)" }
+        func contents() -> [String] {
+            names.map { (try? String(contentsOfFile: mp + "/" + $0, encoding: .utf8)) ?? "unreadable" }
+        }
+        let expected = (0..<40).map { "outer \($0)" } + (0..<40).map { "inner \($0)" }
+        XCTAssertEqual(contents(), expected)
+        func numbers() -> [String: String] {
+            var out: [String: String] = [:]
+            for line in sb.ok("cd \(q) && stat -c '%i %n' a* t/b*").split(separator: "\n") {
+                let f = line.split(separator: " ", maxSplits: 1)
+                out[String(f[1])] = String(f[0])
+            }
+            return out
+        }
+        let shown = numbers()
+        XCTAssertEqual(Set(shown.values).count, 80, "two files show one st_ino: \(shown)")
+        // ls -i reads d_ino from the listing.
+        for line in sb.ok("cd \(q)/t && ls -i").split(separator: "\n") {
+            let f = line.trimmingCharacters(in: .whitespaces).split(separator: " ", maxSplits: 1)
+            XCTAssertEqual(String(f[0]), shown["t/" + f[1]], "d_ino of t/\(f[1])")
+        }
+        // Files on the tree's own file system show their backing numbers.
+        XCTAssertEqual(Set((0..<40).compactMap { shown["a\($0)"] }.map { Substring($0) }), outerNumbers)
+        // The kernel forgets every node (FORGET), then looks each up again.
+        sb.ok("sync && echo 2 > /proc/sys/vm/drop_caches")
+        XCTAssertEqual(numbers(), shown, "numbers changed between lookups")
+        XCTAssertEqual(contents(), expected)
+        sb.unmount(mp)
+        mp = sb.mount(at: "again")
+        q = Sandbox.quote(mp)
+        XCTAssertEqual(contents(), expected)
+        let again = numbers()
+        XCTAssertEqual((0..<40).map { again["a\($0)"] }, (0..<40).map { shown["a\($0)"] }, "outer numbers changed across a remount")
+    }
+
     /// A FIFO in place of the tree's mount lock `.pvmount`: the mount fails at once as a corrupt
     /// store (exit 9), instead of waiting for good in the open.
     func testFifoInPlaceOfTheMountLockIsACorruptStore() throws {
