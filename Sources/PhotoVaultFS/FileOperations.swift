@@ -1,6 +1,7 @@
 import Glibc
 import CFuse
 import PhotoVaultCrypto
+import PhotoVaultStore
 
 /// Open files and directories: handles, content I/O, listings.
 extension VaultFileSystem {
@@ -68,10 +69,18 @@ extension VaultFileSystem {
         }
     }
 
-    /// A file without a header yet gets one with its directory's default class on its first
-    /// write, as a new file does (FORMAT.md section 4); nil if the directory is unknown.
+    /// A file without a header yet gets one on its first write, as a new file does, with
+    /// `ProtectionClass.forHeaderlessFile` (FORMAT.md section 4): its directory's default
+    /// class, or with several hard links (whose directories may disagree) the strictest
+    /// class — not the default of whichever directory it was last looked up in. nil if the
+    /// directory is unknown.
     func classForNewHeader(of node: Inode) -> ProtectionClass? {
-        table.parent(of: node).flatMap { try? naming(of: $0) }.flatMap { backend.defaultClass(in: $0) }
+        var st = stat()
+        let links = fstatat(node.fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 ? UInt64(st.st_nlink) : 1
+        guard let directory = table.parent(of: node).flatMap({ try? naming(of: $0) }).flatMap({ backend.defaultClass(in: $0) }) else {
+            return nil
+        }
+        return ProtectionClass.forHeaderlessFile(links: links, directoryDefault: directory)
     }
 
     func releaseContent(_ node: Inode, _ c: ContentState, writes: Bool) {

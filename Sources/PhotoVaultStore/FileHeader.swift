@@ -101,3 +101,14 @@ public struct FileHeader: Sendable, Equatable {
         return FileHeader(protectionClass: c, cipher: cipher, fileID: Array(bytes[8..<24]))
     }
 }
+
+extension ProtectionClass {
+    /// The class a file without a header yet (a 0-byte ciphertext file) gets with its header
+    /// on its first write, and reports until then (FORMAT.md section 4). A class belongs to the
+    /// file, not to a path: with one link it is its directory's default; with several, whose
+    /// directories may disagree, it is the strictest class (`complete`), so that it never
+    /// depends on the name it is reached by and is never weaker than any directory asks.
+    public static func forHeaderlessFile(links: UInt64, directoryDefault: ProtectionClass) -> ProtectionClass {
+        links > 1 ? .complete : directoryDefault
+    }
+}

@@ -113,6 +113,50 @@ final class ClassAttributeTests: XCTestCase {
         s.unmount(mp)
     }
 
+    /// A header-less file with hard links in two directories whose defaults differ: its class
+    /// belongs to the file, not to the name it is reached by. With several links it is the
+    /// strictest class (`complete`) under either name, through the mount and offline, and its
+    /// first write gives it that class. It used to take the default of whichever directory it
+    /// was last looked up in (`none` through /n, `complete` through /c). With one link left
+    /// it is its directory's default again.
+    func testHardLinkedHeaderlessFileHasOneClassWhicheverNameIsUsed() throws {
+        let s = Sandbox("class-headerless-links")
+        s.initStore()
+        var mp = s.mount()
+        let q = Sandbox.quote(mp)
+        s.ok("mkdir \(q)/c \(q)/n && echo x > \(q)/n/x && ln \(q)/n/x \(q)/c/x")
+        XCTAssertEqual(Self.setClass(mp + "/n", "none").status, 0)
+        s.unmount(mp)
+        let paths = s.ok("find \(Sandbox.quote(s.store))/users -type f -links 2").split(separator: "\n").map(String.init)
+        XCTAssertEqual(paths.count, 2, "\(paths)")
+        let path = try XCTUnwrap(paths.first)
+        XCTAssertEqual(truncate(path, 0), 0)
+        let args = ["--store", s.store, "--user", "alice", "--passfile", s.passfile]
+        for name in ["/n/x", "/c/x"] {
+            XCTAssertEqual(s.pv(["class", "get", name] + args).stdout, "complete\n", "offline \(name)")
+        }
+
+        mp = s.mount(at: "again")
+        // Looked up through /c, then through /n (the last lookup used to decide).
+        XCTAssertEqual(Self.getClass(mp + "/c/x"), "complete")
+        XCTAssertEqual(Self.getClass(mp + "/n/x"), "complete")
+        XCTAssertEqual(Self.getClass(mp + "/c/x"), "complete")
+        s.ok("printf hi >> \(Sandbox.quote(mp))/n/x")
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))[6], 1, "complete is class 1 in the header")
+        XCTAssertEqual(try String(contentsOfFile: mp + "/c/x", encoding: .utf8), "hi")
+        XCTAssertEqual(Self.getClass(mp + "/n/x"), "complete")
+
+        // One link left: a header-less file takes its directory's default.
+        s.ok("rm \(Sandbox.quote(mp))/c/x")
+        s.unmount(mp)
+        let left = try XCTUnwrap(paths.first { FileManager.default.fileExists(atPath: $0) })
+        XCTAssertEqual(truncate(left, 0), 0)
+        XCTAssertEqual(s.pv(["class", "get", "/n/x"] + args).stdout, "none\n")
+        mp = s.mount(at: "third")
+        XCTAssertEqual(Self.getClass(mp + "/n/x"), "none")
+        s.unmount(mp)
+    }
+
     /// Changing a class rewrites the 128-byte header only: the chunks after it are unchanged,
     /// byte for byte, and byte 6 of the header is the class number (FORMAT.md section 4).
     func testClassChangeRewritesOnlyTheHeader() throws {

@@ -27,7 +27,8 @@ public struct ClassTool {
         public let path: String
         public let kind: Kind
         /// File: its header's class, or for a 0-byte file (header not written yet) the class
-        /// its header will get (the directory's default). Directory: its default class.
+        /// its header will get (`ProtectionClass.forHeaderlessFile`: the directory's default,
+        /// the strictest class for a file with several links). Directory: its default class.
         /// Symlinks and others: nil.
         public let protectionClass: ProtectionClass?
         /// True for a 0-byte file whose class is only the directory default so far.
@@ -101,7 +102,8 @@ public struct ClassTool {
         if OfflineSys.isSymlink(st) { return Info(path: display, kind: .symlink, protectionClass: nil, pending: false) }
         guard OfflineSys.isRegular(st) else { return Info(path: display, kind: .other, protectionClass: nil, pending: false) }
         if st.st_size == 0 {
-            return Info(path: display, kind: .file, protectionClass: entry.parent.info.defaultClass, pending: true)
+            let cls = ProtectionClass.forHeaderlessFile(links: UInt64(st.st_nlink), directoryDefault: entry.parent.info.defaultClass)
+            return Info(path: display, kind: .file, protectionClass: cls, pending: true)
         }
         let fd = try FileIO.openRegular(entry.parent.fd, entry.cName, what: display)
         defer { close(fd) }
