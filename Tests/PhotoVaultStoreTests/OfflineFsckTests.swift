@@ -437,4 +437,16 @@ final class OfflineFsckTests: XCTestCase {
         XCTAssertEqual(kinds(s), ["directoryInfoMissing /"])
         XCTAssertEqual(s.actions, [])
     }
+
+    /// A dangling symlink in place of the root's `.pvdir` is there, and misshapen: damaged,
+    /// not missing (fsck asked `access`, which follows the link, and printed
+    /// "directoryInfoMissing: directory ID file is not a regular file").
+    func testDanglingSymlinkInPlaceOfTheRootDirectoryInfoIsDamagedNotMissing() throws {
+        let (tree, _, _) = try buildTree()
+        let pvdir = tree.root + "/" + DirectoryInfo.fileName
+        XCTAssertEqual(unlink(pvdir), 0)
+        XCTAssertEqual(symlink(tree.root + "/nowhere", pvdir), 0)
+        let s = try Fsck(tree: tree).run()
+        XCTAssertEqual(s.problems.map(\.description), ["/: directoryInfoDamaged: directory ID file is not a regular file"])
+    }
 }

@@ -42,7 +42,9 @@ public final class Fsck {
         do { resolver = try VaultResolver(tree: tree) }
         catch StoreError.integrity(_, let d) {
             // Without the root's .pvdir nothing below can be named; there is nowhere to repair to.
-            let missing = access(StorePath.join(tree.root, DirectoryInfo.fileName), F_OK) != 0
+            // Not `access`, which follows a symlink: a dangling one is there, and misshapen.
+            var st = stat()
+            let missing = lstat(StorePath.join(tree.root, DirectoryInfo.fileName), &st) != 0 && errno == ENOENT
             walk.report("/", "", missing ? FsckProblem.Kind.directoryInfoMissing : .directoryInfoDamaged, d)
             return walk.summary
         }
