@@ -438,6 +438,23 @@ final class OfflineFsckTests: XCTestCase {
         XCTAssertEqual(s.actions, [])
     }
 
+    /// A file dropped into the store under a name holding a newline and a terminal escape is
+    /// reported on one line, with the name escaped: it used to split the report into a line
+    /// that looks like another problem, and to send the escape to the terminal.
+    func testAProblemIsOneLineWhateverTheNameHolds() throws {
+        let (tree, _, _) = try buildTree()
+        let docs = try VaultResolver(tree: tree).directory(VaultPath("/docs"))
+        let name = "evil\nx.jpg: chunkDamaged: \u{1b}[2Jfake\\\u{7f}\u{85}\u{2028}\t\rü"   // no '/': one name
+        let fd = openat(docs.fd, name, O_WRONLY | O_CREAT, 0o600)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        close(fd)
+        let s = try Fsck(tree: tree).run()
+        XCTAssertEqual(s.problems.map(\.description),
+                       ["/docs/evil\\nx.jpg: chunkDamaged: \\x1b[2Jfake\\\\\\x7f\\u{85}\\u{2028}\\t\\rü: foreignEntry: "
+                        + "not a PhotoVault name (a sync tool's conflict copy or a foreign file?)"])
+        XCTAssertEqual(s.problems.first?.path, "/docs/" + name, "the path itself stays exact")
+    }
+
     /// A dangling symlink in place of the root's `.pvdir` is there, and misshapen: damaged,
     /// not missing (fsck asked `access`, which follows the link, and printed
     /// "directoryInfoMissing: directory ID file is not a regular file").

@@ -55,7 +55,31 @@ public struct FsckProblem: Equatable, Sendable, CustomStringConvertible {
         self.detail = detail
     }
 
-    public var description: String { "\(path): \(kind.rawValue): \(detail)" }
+    /// One line, whatever the names hold: a name in the store can contain a newline or a
+    /// terminal escape (a foreign file dropped in, or a user's own odd name), which printed
+    /// raw would split the report or act on the terminal (see `printable`).
+    public var description: String { "\(Self.printable(path)): \(kind.rawValue): \(Self.printable(detail))" }
+
+    /// `s` with control characters (C0, DEL, C1) and the Unicode line and paragraph
+    /// separators written as `\n`, `\t`, `\r`, `\xHH` or `\u{HHHH}`, and `\` as `\\`, so
+    /// that the text is unambiguous and stays on one line.
+    public static func printable(_ s: String) -> String {
+        var out = ""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case "\r": out += "\\r"
+            case _ where u.value < 0x20 || u.value == 0x7f:
+                out += "\\x" + (u.value < 0x10 ? "0" : "") + String(u.value, radix: 16)
+            case _ where (0x80...0x9f).contains(u.value) || u.value == 0x2028 || u.value == 0x2029:
+                out += "\\u{" + String(u.value, radix: 16) + "}"
+            default: out.unicodeScalars.append(u)
+            }
+        }
+        return out
+    }
 }
 
 /// A change made by `fsck --repair` (the only two kinds it makes).
