@@ -455,6 +455,31 @@ final class OfflineFsckTests: XCTestCase {
         XCTAssertEqual(s.problems.first?.path, "/docs/" + name, "the path itself stays exact")
     }
 
+    /// A tree nested 4,000 directories deep (a mount makes one as easily as a shallow one) is
+    /// walked to the bottom: fsck recursed once per level and crashed (SIGSEGV, stack
+    /// overflow) at some 1,500 levels.
+    func testADeeplyNestedTreeIsWalkedWithoutACrash() throws {
+        let (tree, _) = try OfflineFixture.makeTree(self)
+        let depth = 4000
+        var fd = open(tree.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        var info = try DirectoryInfo.read(dirfd: fd, keyring: tree.keyring)
+        for _ in 0..<depth {
+            let name = tree.names.encode(Array("d".utf8), in: info).entry
+            info = try DirectoryInfo.makeDirectory(in: fd, entry: name, mode: 0o700, defaultClass: .complete, keyring: tree.keyring)
+            let sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            close(fd)
+            XCTAssertGreaterThanOrEqual(sub, 0)
+            fd = sub
+        }
+        let bottom = tree.names.encode(Array("bottom.txt".utf8), in: info).entry
+        close(openat(fd, bottom, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600))   // 0 bytes: an empty file
+        close(fd)
+        let s = try Fsck(tree: tree).run()
+        XCTAssertEqual(s.problems, [])
+        XCTAssertEqual(s.directories, depth + 1)
+        XCTAssertEqual(s.files, 1)
+    }
+
     /// A dangling symlink in place of the root's `.pvdir` is there, and misshapen: damaged,
     /// not missing (fsck asked `access`, which follows the link, and printed
     /// "directoryInfoMissing: directory ID file is not a regular file").

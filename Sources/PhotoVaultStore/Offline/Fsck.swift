@@ -141,77 +141,115 @@ public final class Fsck {
             return parent.hasSuffix("/") ? parent + name : parent + "/" + name
         }
 
-        /// Checks every entry of an open, authenticated directory.
-        mutating func directory(_ dir: VaultDirectory, storePath: String, isRoot: Bool) throws {
+        /// A directory being walked: its entries, and the next one to check.
+        struct Frame {
+            let dir: VaultDirectory
+            let storePath: String
+            let isRoot: Bool
+            let entries: [OfflineSys.Entry]
+            let present: Set<[UInt8]>
+            var next = 0
+        }
+
+        /// Checks every entry of an open, authenticated directory and of every directory below
+        /// it, depth first, in the order of each listing. An explicit stack, not recursion: a
+        /// tree can be nested deeper than a thread's stack holds frames (fsck crashed, SIGSEGV,
+        /// at some 1,500 levels). Each level holds one descriptor, so a tree nested deeper than
+        /// the descriptor limit is reported `unreadable` there, and the walk goes on.
+        mutating func directory(_ top: VaultDirectory, storePath: String, isRoot: Bool) throws {
+            var stack: [Frame] = []
+            if let f = enter(top, storePath: storePath, isRoot: isRoot) { stack.append(f) }
+            while let i = stack.indices.last {
+                guard stack[i].next < stack[i].entries.count else {
+                    stack.removeLast()   // closes its descriptor
+                    continue
+                }
+                let f = stack[i]
+                stack[i].next += 1
+                if let sub = try check(f.entries[f.next], in: f.dir, storePath: f.storePath, isRoot: f.isRoot, present: f.present),
+                   let child = enter(sub.dir, storePath: sub.storePath, isRoot: false) {
+                    stack.append(child)
+                }
+            }
+        }
+
+        /// Lists an open, authenticated directory; nil (reported) if it cannot be listed.
+        mutating func enter(_ dir: VaultDirectory, storePath: String, isRoot: Bool) -> Frame? {
             progress(.directory(dir.path.description))
             let entries: [OfflineSys.Entry]
             do { entries = try OfflineSys.list(dir.fd) } catch {
                 // Not damage (the entries may be intact): reported, and the walk goes on.
                 report(dir.path.description, storePath, .unreadable, "cannot list the directory: \(error)")
-                return
+                return nil
             }
-            let present = Set(entries.map { $0.raw })
-            for e in entries {
-                let name = e.name
-                let sp = Walk.join(storePath, name)
-                let shownInDir = Walk.join(dir.path.description, name)   // plaintext dir + ciphertext entry
-                if name == DirectoryInfo.fileName { continue }
-                if isRoot && name == TreeLock.mountLockName {
-                    try mountLock(dir, e, shown: shownInDir, storePath: sp)
-                    continue
-                }
-                if name.hasPrefix(AtomicFile.tempPrefix) {
-                    report(shownInDir, sp, .leftoverTemp, "temp file of an interrupted write")
-                    if repair { removeTemp(dir.fd, e, storePath: sp) }
-                    continue
-                }
-                if name.hasPrefix(NameCodec.longPrefix) && name.hasSuffix(NameCodec.companionSuffix) {
-                    let owner = Array(e.raw.dropLast(NameCodec.companionSuffix.utf8.count))
-                    if !present.contains(owner) {
-                        report(shownInDir, sp, .orphanCompanion, "long-name companion without its entry")
-                        if repair { try quarantine(dir, e, storePath: sp, suggested: "orphan-companion " + name, isLong: false) }
-                    }
-                    continue   // otherwise checked with its entry
-                }
-                // The name itself.
-                let plain: [UInt8]
-                switch decodeName(e, in: dir) {
-                case .success(let p):
-                    plain = p
-                case .failure(let problem):
-                    report(shownInDir, sp, problem.kind, problem.detail)
-                    if repair && problem.kind != .unreadable { try quarantine(dir, e, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true) }
-                    continue
-                }
-                let path = dir.path.appending(plain)
-                if isRoot && plain == Array(summary.lostAndFound.utf8) {
-                    summary.lostAndFoundEntries += countVisible(dir.fd, e)
-                    continue
-                }
-                let st: stat
-                do {
-                    guard let s = try OfflineSys.lstat(dir.fd, e.cName) else { continue }   // vanished
-                    st = s
-                } catch {
-                    report(path.description, sp, .unreadable, "\(error)")
-                    continue
-                }
-                var damaged = false
-                if OfflineSys.isDirectory(st) {
-                    damaged = try subdirectory(dir, e, path: path, storePath: sp)
-                } else if OfflineSys.isRegular(st) {
-                    damaged = file(dir, e, path: path, storePath: sp)
-                } else if OfflineSys.isSymlink(st) {
-                    damaged = symlink(dir, e, path: path, storePath: sp)
-                } else {
-                    // A FIFO, socket or device node made through the mount (mknod): stored as
-                    // itself under its sealed name, which authenticated above; no content.
-                    summary.specialFiles += 1
-                }
-                if damaged && repair {
-                    try quarantine(dir, e, storePath: sp, suggested: lostName(path), isLong: true)
-                }
+            return Frame(dir: dir, storePath: storePath, isRoot: isRoot, entries: entries, present: Set(entries.map { $0.raw }))
+        }
+
+        /// Checks one entry of `dir`. Returns a healthy subdirectory (open, its `.pvdir`
+        /// authenticated) with its store path, for the walk to enter.
+        mutating func check(_ e: OfflineSys.Entry, in dir: VaultDirectory, storePath: String, isRoot: Bool,
+                            present: Set<[UInt8]>) throws -> (dir: VaultDirectory, storePath: String)? {
+            let name = e.name
+            let sp = Walk.join(storePath, name)
+            let shownInDir = Walk.join(dir.path.description, name)   // plaintext dir + ciphertext entry
+            if name == DirectoryInfo.fileName { return nil }
+            if isRoot && name == TreeLock.mountLockName {
+                try mountLock(dir, e, shown: shownInDir, storePath: sp)
+                return nil
             }
+            if name.hasPrefix(AtomicFile.tempPrefix) {
+                report(shownInDir, sp, .leftoverTemp, "temp file of an interrupted write")
+                if repair { removeTemp(dir.fd, e, storePath: sp) }
+                return nil
+            }
+            if name.hasPrefix(NameCodec.longPrefix) && name.hasSuffix(NameCodec.companionSuffix) {
+                let owner = Array(e.raw.dropLast(NameCodec.companionSuffix.utf8.count))
+                if !present.contains(owner) {
+                    report(shownInDir, sp, .orphanCompanion, "long-name companion without its entry")
+                    if repair { try quarantine(dir, e, storePath: sp, suggested: "orphan-companion " + name, isLong: false) }
+                }
+                return nil   // otherwise checked with its entry
+            }
+            // The name itself.
+            let plain: [UInt8]
+            switch decodeName(e, in: dir) {
+            case .success(let p):
+                plain = p
+            case .failure(let problem):
+                report(shownInDir, sp, problem.kind, problem.detail)
+                if repair && problem.kind != .unreadable { try quarantine(dir, e, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true) }
+                return nil
+            }
+            let path = dir.path.appending(plain)
+            if isRoot && plain == Array(summary.lostAndFound.utf8) {
+                summary.lostAndFoundEntries += countVisible(dir.fd, e)
+                return nil
+            }
+            let st: stat
+            do {
+                guard let s = try OfflineSys.lstat(dir.fd, e.cName) else { return nil }   // vanished
+                st = s
+            } catch {
+                report(path.description, sp, .unreadable, "\(error)")
+                return nil
+            }
+            var damaged = false
+            var healthy: VaultDirectory?
+            if OfflineSys.isDirectory(st) {
+                (damaged, healthy) = subdirectory(dir, e, path: path, storePath: sp)
+            } else if OfflineSys.isRegular(st) {
+                damaged = file(dir, e, path: path, storePath: sp)
+            } else if OfflineSys.isSymlink(st) {
+                damaged = symlink(dir, e, path: path, storePath: sp)
+            } else {
+                // A FIFO, socket or device node made through the mount (mknod): stored as
+                // itself under its sealed name, which authenticated above; no content.
+                summary.specialFiles += 1
+            }
+            if damaged && repair {
+                try quarantine(dir, e, storePath: sp, suggested: lostName(path), isLong: true)
+            }
+            return healthy.map { (dir: $0, storePath: sp) }
         }
 
         /// The tree's mount lock (`TreeLock.mountLockName`): any regular file will do (it is
@@ -271,12 +309,14 @@ public final class Fsck {
             return .success(plain)
         }
 
-        /// Returns whether the directory itself is damaged (then it is not entered).
-        mutating func subdirectory(_ parent: VaultDirectory, _ e: OfflineSys.Entry, path: VaultPath, storePath: String) throws -> Bool {
+        /// Returns whether the directory itself is damaged, and the directory to enter if it is
+        /// healthy.
+        mutating func subdirectory(_ parent: VaultDirectory, _ e: OfflineSys.Entry, path: VaultPath,
+                                   storePath: String) -> (damaged: Bool, healthy: VaultDirectory?) {
             let fd = Fsck.openForCheck(parent.fd, e.cName, O_RDONLY | O_DIRECTORY)
             guard fd >= 0 else {
                 report(path.description, storePath, .unreadable, "cannot open directory: \(String(cString: strerror(errno)))")
-                return false
+                return (false, nil)
             }
             let info: DirectoryInfo
             do {
@@ -286,18 +326,17 @@ public final class Fsck {
                 close(fd)
                 guard Fsck.isDamage(error) else {
                     report(path.description, storePath, .unreadable, "cannot read \(DirectoryInfo.fileName): \(error)")
-                    return false
+                    return (false, nil)
                 }
                 let detail: String
                 if case StoreError.integrity(_, let d) = error { detail = d } else { detail = "\(error)" }
                 report(path.description, storePath, missing == nil ? .directoryInfoMissing : .directoryInfoDamaged, detail)
-                return true
+                return (true, nil)
             }
             let dir = VaultDirectory(fd: fd, info: info, path: path)
             summary.directories += 1
             checkXattrs(fd, path: path.description, storePath: storePath)
-            try directory(dir, storePath: storePath, isRoot: false)
-            return false
+            return (false, dir)
         }
 
         /// Authenticates the header and every chunk. Returns whether the file is damaged.
