@@ -48,15 +48,21 @@ public struct NameCodec: Sendable {
 
     /// Decrypts one directory entry name. Throws `.integrity` for a name that fails
     /// authentication, a long name whose companion is missing or does not match, or a name
-    /// that belongs to no known structure (e.g. a sync-conflict copy).
+    /// that belongs to no known structure (e.g. a sync-conflict copy). A companion that cannot
+    /// be read (EIO, EACCES, EMFILE) says nothing about the name: `.io`, naming the companion.
     public func decode(entry: String, in dir: DirectoryInfo, dirfd: Int32) throws -> [UInt8] {
         var full = entry
         if entry.hasPrefix(NameCodec.longPrefix) {
             let bytes: [UInt8]
-            do { bytes = try FileIO.readFile(in: dirfd, name: entry + NameCodec.companionSuffix, limit: 4096) }
+            let companion = entry + NameCodec.companionSuffix
+            do { bytes = try FileIO.readFile(in: dirfd, name: companion, limit: 4096) }
             catch StoreError.corruptStore(let d) {   // not a regular file, or too large
                 throw StoreError.integrity(path: entry, detail: "long-name companion: \(d)")
-            } catch { throw StoreError.integrity(path: entry, detail: "long-name companion file is missing") }
+            } catch StoreError.io(let e, _) where e == ENOENT {
+                throw StoreError.integrity(path: entry, detail: "long-name companion file is missing")
+            } catch StoreError.io(let e, let context) {
+                throw StoreError.io(errno: e, context: "long-name companion \(companion): \(context)")
+            }
             full = String(decoding: bytes, as: UTF8.self)
             guard NameCodec.longEntry(for: full) == entry else {
                 throw StoreError.integrity(path: entry, detail: "long-name companion does not match its entry")

@@ -356,6 +356,29 @@ final class OfflineCommandTests: XCTestCase {
         sb.unmount(mp)
     }
 
+    /// A long name's companion that cannot be read (EIO, injected with strace) says nothing
+    /// about the name: export stops with the I/O error (exit 1, one line naming the
+    /// companion). It used to skip the file as "the encrypted name does not decrypt (run
+    /// fsck)" (exit 26), although fsck then found nothing wrong.
+    func testAnUnreadableLongNameCompanionIsAnIOErrorNotADamagedName() throws {
+        // scripts/deps.sh installs strace for the tests: its absence is a failure, not a skip.
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace is missing: run scripts/deps.sh test")
+        let sb = Sandbox("pv-offline-companion-eio")
+        sb.initStore()
+        let src = sb.plainDir("src")
+        try Data("long".utf8).write(to: URL(fileURLWithPath: src + "/" + String(repeating: "long-", count: 40) + ".jpg"))
+        XCTAssertEqual(Self.pv(sb, ["import", src, "/v"]).status, 0)
+        let companion = sb.ok("find \(Sandbox.quote(sb.store))/users -name '~*.name'").trimmingCharacters(in: .newlines)
+        XCTAssertFalse(companion.isEmpty || companion.contains("\n"), companion)
+        let out = sb.plainDir("out")
+        let r = Harness.run(["/usr/bin/strace", "-f", "-o", "/dev/null", "-P", companion,
+                             "-e", "trace=pread64", "-e", "inject=pread64:error=EIO", Harness.binary, "export", "/v", out,
+                             "--store", sb.store, "--user", "alice", "--passfile", sb.passfile], env: sb.env, timeout: 60)
+        assertFailure(r, 1, "long-name companion ")
+        XCTAssertTrue(r.stderr.hasSuffix(": Input/output error\n"), r.stderr)
+        XCTAssertEqual(Self.pv(sb, ["fsck"]).status, 0, "the store is whole")
+    }
+
     /// What fsck cannot read is `unreadable` and the walk goes on: a directory whose listing
     /// fails (it used to end fsck) and an xattr whose read fails (it used to be reported as a
     /// failed authentication). The errors are injected with strace (EIO on getdents64 of one

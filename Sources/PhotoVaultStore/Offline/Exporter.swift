@@ -160,8 +160,10 @@ public final class Exporter {
         mutating func children(of dir: VaultDirectory, into destfd: Int32, localPath: String, resolver: VaultResolver) throws {
             for e in try OfflineSys.list(dir.fd) where !NameCodec.isInternal(e.name) {
                 let plain: [UInt8]
+                // Only a name that fails authentication is skipped; one whose long-name
+                // companion cannot be read (EIO) stops the export with that error.
                 do { plain = try tree.names.decode(entry: e.name, in: dir.info, dirfd: dir.fd) }
-                catch {
+                catch StoreError.integrity {
                     let where_ = dir.path.description + (dir.path.isRoot ? "" : "/") + e.name
                     summary.skipped.append(where_)
                     progress(.skipped(where_, reason: "the encrypted name does not decrypt (run fsck)"))
