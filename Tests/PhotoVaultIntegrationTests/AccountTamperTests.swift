@@ -52,6 +52,17 @@ final class AccountTamperTests: XCTestCase {
             assertFailure(s.pv(cmd + ["--store", s.store, "--user", "alice", "--passfile", s.passfile]), 9,
                           "encrypted tree (users/\(trees[0])) is missing", cmd.joined(separator: " "))
         }
+        // Something else in its place is not missing (it said "is missing" for a file too).
+        let tree = s.store + "/users/" + trees[0]
+        for (what, make) in [("file", { FileManager.default.createFile(atPath: tree, contents: Data("x".utf8)) ? 0 : -1 }),
+                             ("FIFO", { mkfifo(tree, 0o600) }), ("dangling symlink", { symlink(s.root + "/nowhere", tree) })] {
+            XCTAssertEqual(make(), 0, what)
+            for cmd in [["fsck"], ["export", "/", s.root + "/out"]] {
+                assertFailure(s.pv(cmd + ["--store", s.store, "--user", "alice", "--passfile", s.passfile], timeout: 20), 9,
+                              "encrypted tree (users/\(trees[0])) is not a directory", "\(what): " + cmd.joined(separator: " "))
+            }
+            XCTAssertEqual(unlink(tree), 0)
+        }
     }
 
     /// A store whose shape is wrong (users/ or accounts/ gone, a directory where the config or

@@ -123,9 +123,12 @@ public struct AccountStore {
         // The record opens but its photos are gone (deleted or never copied with the store):
         // say so, instead of a later "open users/...: No such file or directory".
         var st = stat()
-        guard stat(layout.userTree(treeID), &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+        let found = stat(layout.userTree(treeID), &st) == 0
+        guard found, (st.st_mode & S_IFMT) == S_IFDIR else {
+            // A file (or a FIFO, a device, a dangling symlink) in its place is not "missing".
+            let what = found || errno != ENOENT || lstat(layout.userTree(treeID), &st) == 0 ? "is not a directory" : "is missing"
             mk.wipe()
-            throw StoreError.corruptStore("this account's encrypted tree (users/\(Base64Hex.hex(treeID))) is missing")
+            throw StoreError.corruptStore("this account's encrypted tree (users/\(Base64Hex.hex(treeID))) \(what)")
         }
         return OpenedAccount(treeID: treeID, masterKey: mk, treePath: layout.userTree(treeID))
     }
