@@ -49,10 +49,11 @@ final class InodeTable: @unchecked Sendable {
     private var nodes: [UInt64: Inode] = [:]
     let root: Inode
     /// Node ID ranges of backing inode numbers that are not passed through (see `nodeID`),
-    /// by (st_dev, st_ino >> 48), numbered from 1 in the order met and kept for the mount's
-    /// lifetime, so that a file's number does not change between lookups. Guarded by `mutex`.
+    /// by (st_dev, st_ino >> 48), kept for the mount's lifetime so that a file's number does
+    /// not change between lookups. Guarded by `mutex`.
     private struct Range: Hashable { let dev: UInt64; let high: UInt64 }
     private var ranges: [Range: UInt64] = [:]
+    private var rangesTaken: Set<UInt64> = []
     static let rangeBits = 48
     static let mappedFlag: UInt64 = 1 << 63
     /// 15 bits of range number beside the flag and the 48 low bits.
@@ -128,8 +129,10 @@ final class InodeTable: @unchecked Sendable {
     /// mounted inside the tree, a backing number 1 that is not the root (possible on some
     /// file systems, it would take the root's ID), or one of 2^48 or more — gets the top bit,
     /// a range number for (dev, ino >> 48) and the low 48 bits of its number: unique, and
-    /// stable while the vault stays mounted (ranges are numbered in the order met, so such a
-    /// file's number can differ after a remount). nil only when 2^15 - 1 ranges are used up.
+    /// stable while the vault stays mounted. The range number is derived from (dev, ino >>
+    /// 48), so it is the same after a remount while the device keeps its number, unless two
+    /// ranges collide (the one met second takes the next free number). nil only when all
+    /// 2^15 - 1 range numbers are taken.
     func nodeID(dev: UInt64, ino: UInt64) -> UInt64? {
         mutex.withLock { lockedNodeID(dev: dev, ino: ino, allocate: true) }
     }
@@ -139,6 +142,16 @@ final class InodeTable: @unchecked Sendable {
     func shownIno(dev: UInt64, ino: UInt64) -> UInt64 {
         guard let id = nodeID(dev: dev, ino: ino) else { return ino }
         return id == root.nodeID ? root.backingIno : id
+    }
+
+    /// 1...maxRanges from (dev, high): splitmix64, the same in every process (Swift's
+    /// `Hasher` is seeded per process).
+    static func preferredRange(_ dev: UInt64, _ high: UInt64) -> UInt64 {
+        var z = dev &* 0x9E37_79B9_7F4A_7C15 ^ high &+ 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        return z % maxRanges + 1
     }
 
     /// Caller holds `mutex`. Without `allocate`, nil for a range not met yet (no node has it).
@@ -155,8 +168,11 @@ final class InodeTable: @unchecked Sendable {
             range = r
         } else {
             guard allocate, UInt64(ranges.count) < Self.maxRanges else { return nil }
-            range = UInt64(ranges.count) + 1
-            ranges[key] = range
+            var r = Self.preferredRange(key.dev, key.high)
+            while rangesTaken.contains(r) { r = r % Self.maxRanges + 1 }
+            range = r
+            ranges[key] = r
+            rangesTaken.insert(r)
         }
         return Self.mappedFlag | range << UInt64(Self.rangeBits) | ino & (1 << UInt64(Self.rangeBits) - 1)
     }

@@ -30,7 +30,8 @@ final class InodeTableTests: XCTestCase {
     /// Backing files are told apart by (st_dev, st_ino): a tree may span file systems that
     /// number files alike. The tree's own file system keeps its numbers; the others (and
     /// numbers of 2^48 or more) get the top bit, a range per (dev, ino >> 48) and the low 48
-    /// bits, the same every time they are asked for.
+    /// bits: the same every time they are asked for, and in a new table (a remount) whatever
+    /// order the files are met in.
     func testFilesOfTwoFileSystemsWithOneInodeNumberAreTwoNodes() throws {
         var rootStat = stat(ino: 2, mode: S_IFDIR | 0o700)
         rootStat.st_dev = 100
@@ -43,15 +44,30 @@ final class InodeTableTests: XCTestCase {
         XCTAssertFalse(na === nb, "two backing files, one node")
         XCTAssertEqual(na.nodeID, 77)
         XCTAssertEqual(na.shownIno, 77)
-        XCTAssertEqual(nb.nodeID, 1 << 63 | 1 << 48 | 77)
+        let mask: UInt64 = 1 << 48 - 1
+        XCTAssertEqual(nb.nodeID & (1 << 63 | mask), 1 << 63 | 77)
+        XCTAssertNotEqual(nb.nodeID >> 48 & 0x7fff, 0, "range 0 is the root file system's")
         XCTAssertEqual(nb.shownIno, nb.nodeID)
         XCTAssertTrue(try table.insert(fd: open("/dev/null", O_RDONLY), st: b, parent: 1, name: Array("b".utf8)) === nb)
-        XCTAssertEqual(table.nodeID(dev: 200, ino: 78), 1 << 63 | 1 << 48 | 78)
+        XCTAssertEqual(table.nodeID(dev: 200, ino: 78), nb.nodeID + 1, "one range per device")
         XCTAssertEqual(table.nodeID(dev: 100, ino: 1), 1 << 63 | 1, "the root file system's number 1, as before")
-        XCTAssertEqual(table.nodeID(dev: 100, ino: 5 << 48 | 9), 1 << 63 | 2 << 48 | 9)
-        XCTAssertEqual(table.nodeID(dev: 300, ino: 2), 1 << 63 | 3 << 48 | 2, "another file system's root number")
         XCTAssertEqual(table.nodeID(dev: 100, ino: 2), 1)
         XCTAssertEqual(table.shownIno(dev: 100, ino: 2), 2, "the root shows its backing number")
         XCTAssertEqual(table.root.shownIno, 2)
+
+        // Many devices: every range distinct; a new table meeting them in reverse order
+        // (a remount) gives each file the same number.
+        let devices = (0..<300).map { UInt64(1000 + $0 * 7) }
+        let high: UInt64 = 5 << 48
+        let first = devices.map { table.nodeID(dev: $0, ino: high | 9)! }
+        XCTAssertEqual(Set(first.map { $0 >> 48 }).count, devices.count)
+        XCTAssertTrue(first.allSatisfy { $0 & mask == 9 && $0 >> 63 == 1 })
+        let again = InodeTable(rootFD: -1, rootStat: rootStat)
+        _ = again.nodeID(dev: 200, ino: 1)
+        var reversed: [UInt64] = []
+        for d in devices.reversed() { reversed.insert(again.nodeID(dev: d, ino: high | 9)!, at: 0) }
+        let collided = zip(first, reversed).filter { $0 != $1 }.count
+        XCTAssertLessThanOrEqual(collided, 6, "numbers move only where two ranges collide")
+        XCTAssertEqual(again.nodeID(dev: 200, ino: 77), nb.nodeID)
     }
 }
