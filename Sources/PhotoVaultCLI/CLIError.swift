@@ -31,6 +31,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// `fsck --repair` of a vault that is mounted (found in the runtime registry or holding
     /// the tree's lock): it cannot go through the mount, so the mount must go first.
     case repairWhileMounted(user: String, mountpoint: String?, pid: Int32?)
+    /// `user remove --delete-photos` of an account whose vault is mounted: nothing removed.
+    case deleteWhileMounted(user: String, mountpoint: String?, pid: Int32)
     case fsckFoundDamage(problems: Int)
     case passwordsDoNotMatch
     case noTerminal
@@ -48,7 +50,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .alreadyMounted, .vaultAlreadyMounted: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
         case .notMounted, .notPhotoVaultMount: return ExitCodes.notMounted
-        case .vaultMounted, .repairWhileMounted: return ExitCodes.storeBusy
+        case .vaultMounted, .repairWhileMounted, .deleteWhileMounted: return ExitCodes.storeBusy
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
         case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed:
             return ExitCodes.passwordNotRead
@@ -90,6 +92,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .repairWhileMounted(let u, nil, let pid):
             return "the vault of \(u) is mounted" + (pid.map { " (photovault process \($0))" } ?? "")
                 + ": unmount it before 'fsck --repair' (the mount must be its only writer)"
+        case .deleteWhileMounted(let u, let mp, let pid):
+            return "the vault of \(u) is mounted " + (mp.map { "at \($0)" } ?? "(photovault process \(pid))")
+                + ": unmount it before 'user remove --delete-photos' (nothing was removed)"
         case .fsckFoundDamage(let n): return "fsck found \(n) problem\(n == 1 ? "" : "s")"
         case .passwordsDoNotMatch: return "passwords do not match"
         case .noTerminal:

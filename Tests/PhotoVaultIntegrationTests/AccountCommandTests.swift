@@ -289,6 +289,9 @@ final class AccountCommandTests: XCTestCase {
         let busy = s.pv(["user", "remove", "alice", "--delete-photos", "--store", s.store, "--passfile", s.passfile])
         XCTAssertEqual(busy.status, 11, busy.stdout + busy.stderr)
         XCTAssertEqual(busy.stderr.split(separator: "\n").count, 1, busy.stderr)
+        // It names the mount, not another command to wait for ('try again' would fail again).
+        XCTAssertTrue(busy.stderr.contains("the vault of alice is mounted at \(mp):"), busy.stderr)
+        XCTAssertTrue(busy.stderr.contains("unmount it before 'user remove --delete-photos'"), busy.stderr)
         XCTAssertEqual(s.pv(["user", "check", "alice", "--store", s.store]).status, 0, "the refused remove removed the account")
         XCTAssertEqual(try String(contentsOfFile: mp + "/p.jpg", encoding: .utf8), "MOUNTED-photo")
         s.unmount(mp)

@@ -206,7 +206,10 @@ public struct AccountStore {
     /// Removes the account (its record; with `deletePhotos` also its whole tree, refused with
     /// `.storeBusy` while the tree is mounted). Requires the password. The record goes first, so the account disappears atomically; a crash
     /// before the tree is gone leaves ciphertext nothing can open any more.
-    public func remove(user: String, password: SecureBytes, deletePhotos: Bool) throws {
+    /// `busyTree` names what holds a tree that is busy (given its root and tree ID); nil keeps
+    /// `.storeBusy`.
+    public func remove(user: String, password: SecureBytes, deletePhotos: Bool,
+                       busyTree: (_ root: String, _ treeID: [UInt8]) -> Error? = { _, _ in nil }) throws {
         guard !user.isEmpty else { throw StoreError.emptyUsername }
         guard PasswordPolicy.codePoints(password) > 0 else { throw StoreError.emptyPassword }
         let name = try AccountName.derive(user: user, config: config)
@@ -223,13 +226,17 @@ public struct AccountStore {
             let treeExists = lstat(layout.userTree(treeID), &st) == 0 || errno != ENOENT
             // A mounted tree is not deleted under its daemon: its mount lock is taken first
             // (.storeBusy, and nothing removed, while it is mounted) and held to the end.
-            let mountLock = deletePhotos && treeExists ? try TreeLock.mount(root: layout.userTree(treeID), timeout: lockTimeout) : nil
+            let root = layout.userTree(treeID)
+            func locking<L>(_ take: () throws -> L) throws -> L {
+                do { return try take() } catch StoreError.storeBusy { throw busyTree(root, treeID) ?? StoreError.storeBusy }
+            }
+            let mountLock = deletePhotos && treeExists ? try locking { try TreeLock.mount(root: root, timeout: lockTimeout) } : nil
             defer { mountLock?.release() }
             // Nor under an offline command (import, export, fsck, class) that works in it: they
             // hold the tree root's flock for their whole run, so its exclusive lock waits for
             // them, then keeps new ones out until the tree is gone.
             let treeLock = deletePhotos && treeExists
-                ? try TreeLock(root: layout.userTree(treeID), mode: .exclusive, timeout: lockTimeout) : nil
+                ? try locking { try TreeLock(root: root, mode: .exclusive, timeout: lockTimeout) } : nil
             defer { treeLock?.release() }
             try withAccountsDir { dfd in
                 guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
