@@ -10,7 +10,9 @@ enum DecodedName {
     case visible([UInt8])
     /// An internal file of the store (directory ID, long-name companion, temp file).
     case hidden
-    /// A name that fails authentication: logged and skipped.
+    /// A name that fails authentication (or a long name whose companion is missing, misshapen
+    /// or does not match): logged and skipped. A companion that cannot be *read* (EIO, EACCES,
+    /// EMFILE) is no such name: `plainName` throws, and the listing fails with that errno.
     case corrupt
 }
 
@@ -41,7 +43,7 @@ protocol TreeBackend: AnyObject, Sendable {
     func prepareName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8]
     /// The entry `backing` is gone from the directory: remove its companion files.
     func nameRemoved(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32)
-    func plainName(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) -> DecodedName
+    func plainName(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> DecodedName
 
     /// Creates a directory (with whatever it needs inside) under `backing`, atomically.
     func makeDirectory(named backing: [UInt8], in parentFD: Int32, parent: DirectoryNaming, mode: mode_t) throws

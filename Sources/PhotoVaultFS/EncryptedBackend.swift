@@ -52,11 +52,14 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         NameCodec.removeCompanion(ofEntry: Self.string(backing), in: dirFD)
     }
 
-    func plainName(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) -> DecodedName {
+    /// Only a name that fails authentication is `.corrupt`; a long name's companion that
+    /// cannot be read (`StoreError.io`: EIO, EACCES, EMFILE, ENOMEM) is thrown, so that a
+    /// listing fails instead of dropping a file that is only unreadable for now.
+    func plainName(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> DecodedName {
         let entry = Self.string(backing)
         if NameCodec.isInternal(entry) { return .hidden }
-        guard let plain = try? tree.names.decode(entry: entry, in: info(dir), dirfd: dirFD) else { return .corrupt }
-        return .visible(plain)
+        do { return .visible(try tree.names.decode(entry: entry, in: info(dir), dirfd: dirFD)) }
+        catch StoreError.integrity { return .corrupt }
     }
 
     func makeDirectory(named backing: [UInt8], in parentFD: Int32, parent: DirectoryNaming, mode: mode_t) throws {

@@ -285,7 +285,7 @@ extension VaultFileSystem {
         guard let fi else { fuse_reply_err(req, EINVAL); return }
         do {
             let node = try table.require(ino)
-            let d = OpenDirectory(inode: node, entries: try listing(of: node))
+            let d = OpenDirectory(inode: node, entries: try listing(of: node, for: "opendir"))
             fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(d).toOpaque()))
             fuse_reply_open(req, fi)
         } catch {
@@ -294,7 +294,8 @@ extension VaultFileSystem {
     }
 
     /// The plaintext entries of directory `node` now, with "." and "..".
-    private func listing(of node: Inode) throws -> [OpenDirectory.Entry] {
+    /// `operation` (opendir, readdir) names the request in the log line of a failed listing.
+    private func listing(of node: Inode, for operation: String) throws -> [OpenDirectory.Entry] {
         let nm = try naming(of: node)
         var entries: [OpenDirectory.Entry] = []
         var st = stat()
@@ -305,7 +306,18 @@ extension VaultFileSystem {
         entries.append(.init(name: [0x2e, 0x2e, 0], backing: [], ino: table.shownIno(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino)),
                              type: UInt8(DT_DIR)))
         for ent in try Syscall.listDirectory(node.fd) {
-            switch backend.plainName(ent.name, in: nm, dirFD: node.fd) {
+            let decoded: DecodedName
+            do { decoded = try backend.plainName(ent.name, in: nm, dirFD: node.fd) } catch {
+                // A name that cannot be read now (its long-name companion gives EIO, EACCES,
+                // EMFILE) is not a damaged one: leaving it out would make `rsync --delete` or
+                // a sync tool delete its copy of a file that is only unreadable for the moment.
+                let e = FSError.from(error)
+                log("\(operation): a directory entry's name cannot be read (\(String(cString: strerror(e.errno)))): "
+                    + (options.logsPlaintextPaths ? "listing \(table.path(of: node.nodeID)) fails" : "the listing fails")
+                    + " rather than leave the entry out")
+                throw e
+            }
+            switch decoded {
             case .visible(let plain):
                 entries.append(.init(name: plain + [0], backing: ent.name, ino: table.shownIno(dev: node.dev, ino: ent.ino),
                                      type: ent.type))
@@ -330,7 +342,7 @@ extension VaultFileSystem {
         let buf = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
         defer { buf.deallocate() }
         let entries: [OpenDirectory.Entry]
-        do { entries = try d.entries(at: Int(off)) { try listing(of: d.inode) } } catch {
+        do { entries = try d.entries(at: Int(off)) { try listing(of: d.inode, for: "readdir") } } catch {
             fail(req, error, "readdir \(table.path(of: ino))")
             return
         }

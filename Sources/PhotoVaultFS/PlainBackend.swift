@@ -11,7 +11,7 @@ final class PlainBackend: TreeBackend, @unchecked Sendable {
     func backingName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8] { plain }
     func prepareName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8] { plain }
     func nameRemoved(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) {}
-    func plainName(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) -> DecodedName { .visible(backing) }
+    func plainName(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> DecodedName { .visible(backing) }
 
     func makeDirectory(named backing: [UInt8], in parentFD: Int32, parent: DirectoryNaming, mode: mode_t) throws {
         guard Syscall.mkdirat(parentFD, backing, mode) == 0 else { throw FSError.last() }

@@ -86,6 +86,53 @@ final class MountIntegrityTests: XCTestCase {
         fg.stop(sb)
     }
 
+    /// A long name's companion that the daemon cannot read (EIO, EACCES: injected with strace
+    /// into the running daemon) makes the listing fail with that errno, and the log names
+    /// the request but no name. The entry used to be left out as one whose "name fails
+    /// authentication", so `rsync --delete` from the mount deleted its copy of a file that
+    /// was only unreadable for the moment. An entry whose name really fails authentication
+    /// is still left out and logged, and the listing is whole again once reads work.
+    func testAnUnreadableLongNameCompanionFailsTheListingInsteadOfDroppingTheEntry() throws {
+        // scripts/deps.sh installs strace for the tests: its absence is a failure, not a skip.
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace is missing: run scripts/deps.sh test")
+        let sb = Sandbox("pv-companion-eio-mount")
+        sb.initStore()
+        let fg = try ForegroundMount(sandbox: sb, at: "mnt-alice")
+        XCTAssertTrue(fg.waitMounted(), "foreground mount did not appear: \(fg.log)")
+        defer { fg.stop(sb) }
+        let q = Sandbox.quote(fg.mountpoint)
+        let long = String(repeating: "long-", count: 40) + ".jpg"
+        sb.ok("mkdir \(q)/album && printf L > \(q)/album/\(long) && printf T > \(q)/album/tampered.jpg")
+        let album = sb.ok("dirname \"$(find \(Sandbox.quote(sb.store))/users -name '~*.name')\"").trimmingCharacters(in: .newlines)
+        let companion = sb.ok("ls -d \(Sandbox.quote(album))/~*.name").trimmingCharacters(in: .newlines)
+        // tampered.jpg's entry (the only short one) renamed to a name that fails authentication.
+        sb.ok("cd \(Sandbox.quote(album)) && f=$(ls | grep -v -e '^~' -e '^[.]pvdir$') && mv \"$f\" \"AAAA${f:4}\"")
+        XCTAssertEqual(sb.ok("ls \(q)/album"), long + "\n")
+        XCTAssertTrue(Harness.waitUntil(5) { fg.log.contains("fails authentication") }, fg.log)
+
+        for (errorName, message) in [("EIO", "Input/output error"), ("EACCES", "Permission denied")] {
+            let strace = Process()
+            strace.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
+            strace.arguments = ["-f", "-qq", "-o", "/dev/null", "-p", String(fg.process.processIdentifier), "-P", companion,
+                                "-e", "trace=pread64", "-e", "inject=pread64:error=\(errorName)"]
+            strace.standardOutput = FileHandle.nullDevice
+            strace.standardError = FileHandle.nullDevice
+            try strace.run()
+            var r = sb.run("ls \(q)/album", timeout: 10)
+            XCTAssertTrue(Harness.waitUntil(5) { r = sb.run("ls \(q)/album", timeout: 10); return r.status != 0 },
+                          "with reads of the companion failing (\(errorName)) ls still succeeds: \(r.stdout)")
+            strace.terminate()
+            strace.waitUntilExit()
+            XCTAssertEqual(r.stdout, "", errorName)
+            XCTAssertTrue(r.stderr.contains(message), "\(errorName): \(r.stderr)")
+            XCTAssertTrue(Harness.waitUntil(5) { fg.log.contains("opendir: a directory entry's name cannot be read (\(message))") },
+                          fg.log)
+            // Reads work again: the listing is whole again (the tampered entry still left out).
+            XCTAssertEqual(sb.ok("ls \(q)/album"), long + "\n", errorName)
+        }
+        XCTAssertFalse(fg.log.contains("long-long"), "a plaintext name in the log: \(fg.log)")
+    }
+
     /// A store whose tree spans two file systems (here the store on one tmpfs and a second
     /// tmpfs mounted on a directory of the tree, its `.pvdir` copied in): both number their
     /// files 2, 3, 4, ..., so files on either side share backing inode numbers. Each must stay
