@@ -107,13 +107,24 @@ public final class Exporter {
             self.progress = progress
         }
 
+        /// One vault entry (with its lstat) copied into the local directory `destfd`; a
+        /// directory with everything below it.
         mutating func entry(_ entry: VaultEntry, stat st: stat, into destfd: Int32, localPath: String, resolver: VaultResolver) throws {
-            // The exact name bytes: names need not be UTF-8, and a lossy decoding could turn
-            // two names into one (export would then fail, or overwrite with --force).
-            let local = entry.name.map { CChar(bitPattern: $0) } + [0]
             if OfflineSys.isDirectory(st) {
-                try directory(entry, stat: st, into: destfd, local: local, localPath: localPath, resolver: resolver)
-            } else if OfflineSys.isRegular(st) {
+                try walk(resolver: resolver) { try $0.enter(entry, stat: st, into: destfd, localPath: localPath, resolver: resolver) }
+            } else {
+                try leaf(entry, stat: st, into: destfd, localPath: localPath)
+            }
+        }
+
+        /// The exact name bytes: names need not be UTF-8, and a lossy decoding could turn
+        /// two names into one (export would then fail, or overwrite with --force).
+        static func localName(_ entry: VaultEntry) -> [CChar] { entry.name.map { CChar(bitPattern: $0) } + [0] }
+
+        /// A file, symlink or other non-directory entry.
+        mutating func leaf(_ entry: VaultEntry, stat st: stat, into destfd: Int32, localPath: String) throws {
+            let local = Run.localName(entry)
+            if OfflineSys.isRegular(st) {
                 try file(entry, into: destfd, local: local, localPath: localPath)
             } else if OfflineSys.isSymlink(st) {
                 try symlink(entry, stat: st, into: destfd, local: local, localPath: localPath)
@@ -128,8 +139,92 @@ public final class Exporter {
             if !force || OfflineSys.isDirectory(existing) { throw StoreError.exists(localPath) }
         }
 
-        mutating func directory(_ entry: VaultEntry, stat st: stat, into destfd: Int32, local: [CChar], localPath: String,
-                                resolver: VaultResolver) throws {
+        /// A local directory being filled from a vault directory: the vault directory's
+        /// visible-looking entries, and the next one to copy.
+        struct Frame {
+            let dir: VaultDirectory
+            let destfd: Int32
+            let localPath: String
+            var entries: [OfflineSys.Entry] = []
+            var next = 0
+            /// A directory the walk entered itself (nil for the root's children copied
+            /// straight into DEST): `destfd` is its own, and it is finished when left.
+            var made: Made?
+        }
+
+        struct Made {
+            let entry: VaultEntry
+            let stat: stat
+            /// Made by this export (or an interrupted earlier one): it gets its mode when
+            /// finished, or `finishAfterFailure` if the export fails inside it.
+            let ours: Bool
+            var finished = false
+        }
+
+        /// Every visible entry of `dir` into the local directory `destfd`.
+        mutating func children(of dir: VaultDirectory, into destfd: Int32, localPath: String, resolver: VaultResolver) throws {
+            try walk(resolver: resolver) { _ in Frame(dir: dir, destfd: destfd, localPath: localPath) }
+        }
+
+        /// Copies the directory `top` makes and everything below it, depth first in the order
+        /// of each listing. An explicit stack, not recursion: a tree can be nested deeper than
+        /// a thread's stack holds frames (a recursion per level crashed, SIGSEGV, at some
+        /// 1,500 levels). On an error every directory still open is left as a failed
+        /// recursion left it (innermost first), and the error is thrown.
+        mutating func walk(resolver: VaultResolver, from top: (inout Run) throws -> Frame) throws {
+            var stack: [Frame] = []
+            do {
+                stack.append(try top(&self))
+                stack[0].entries = try Run.visible(stack[0].dir)
+                while let i = stack.indices.last {
+                    guard stack[i].next < stack[i].entries.count else {
+                        try leave(&stack[i])
+                        if stack[i].made != nil { close(stack[i].destfd) }
+                        stack.removeLast()
+                        continue
+                    }
+                    let e = stack[i].entries[stack[i].next]
+                    stack[i].next += 1
+                    let (dir, destfd, localPath) = (stack[i].dir, stack[i].destfd, stack[i].localPath)
+                    // Only a name that fails authentication is skipped; one whose long-name
+                    // companion cannot be read (EIO) stops the export with that error.
+                    let plain: [UInt8]
+                    do { plain = try tree.names.decode(entry: e.name, in: dir.info, dirfd: dir.fd) }
+                    catch StoreError.integrity {
+                        let where_ = dir.path.description + (dir.path.isRoot ? "" : "/") + e.name
+                        summary.skipped.append(where_)
+                        progress(.skipped(where_, reason: "the encrypted name does not decrypt (run fsck)"))
+                        continue
+                    }
+                    let child = VaultEntry(parent: dir, name: plain, encoded: tree.names.encode(plain, in: dir.info))
+                    guard let st = try child.stat() else { continue }
+                    let childPath = StorePath.join(localPath, String(decoding: plain, as: UTF8.self))
+                    if OfflineSys.isDirectory(st) {
+                        stack.append(try enter(child, stat: st, into: destfd, localPath: childPath, resolver: resolver))
+                        stack[stack.count - 1].entries = try Run.visible(stack[stack.count - 1].dir)
+                    } else {
+                        try leaf(child, stat: st, into: destfd, localPath: childPath)
+                    }
+                }
+            } catch {
+                for f in stack.reversed() {
+                    guard let m = f.made else { continue }
+                    if m.ours && !m.finished { PendingDirectory.finishAfterFailure(f.destfd, from: m.stat) }
+                    close(f.destfd)
+                }
+                throw error
+            }
+        }
+        /// The entries of a vault directory that may be visible (internal files left out).
+        static func visible(_ dir: VaultDirectory) throws -> [OfflineSys.Entry] {
+            try OfflineSys.list(dir.fd).filter { !NameCodec.isInternal($0.name) }
+        }
+
+        /// Opens the vault directory `entry` and makes (or takes, if it is a directory) its
+        /// local copy `localPath` in `destfd`: the frame the walk fills.
+        mutating func enter(_ entry: VaultEntry, stat st: stat, into destfd: Int32, localPath: String,
+                            resolver: VaultResolver) throws -> Frame {
+            let local = Run.localName(entry)
             let dir = try resolver.open(entry)
             let created: Bool
             if let existing = try OfflineSys.lstat(destfd, local) {
@@ -140,40 +235,24 @@ public final class Exporter {
                 created = true
             }
             let fd = try OfflineSys.openDirectory(destfd, local)
-            defer { close(fd) }
             // Marked until it has its mode (PendingDirectory); one an earlier, interrupted
             // export made is finished as if made now. A directory the user had is not.
             if created { PendingDirectory.mark(fd, PendingDirectory.localMarker) }
             let ours = created || PendingDirectory.isMarked(fd, PendingDirectory.localMarker)
-            var finished = false
-            defer { if ours && !finished { PendingDirectory.finishAfterFailure(fd, from: st) } }
             summary.directories += 1
             progress(.directory(localPath))
-            try children(of: dir, into: fd, localPath: localPath, resolver: resolver)
-            try exportXattrs(from: dir.fd, to: fd, display: entry.path.description)
-            if ours { PendingDirectory.finish(fd, PendingDirectory.localMarker, from: st) }
-            finished = true
-            try AtomicFile.syncDirectory(fd, localPath)
+            return Frame(dir: dir, destfd: fd, localPath: localPath, made: Made(entry: entry, stat: st, ours: ours))
         }
 
-        /// Every visible entry of `dir` into the local directory `destfd`.
-        mutating func children(of dir: VaultDirectory, into destfd: Int32, localPath: String, resolver: VaultResolver) throws {
-            for e in try OfflineSys.list(dir.fd) where !NameCodec.isInternal(e.name) {
-                let plain: [UInt8]
-                // Only a name that fails authentication is skipped; one whose long-name
-                // companion cannot be read (EIO) stops the export with that error.
-                do { plain = try tree.names.decode(entry: e.name, in: dir.info, dirfd: dir.fd) }
-                catch StoreError.integrity {
-                    let where_ = dir.path.description + (dir.path.isRoot ? "" : "/") + e.name
-                    summary.skipped.append(where_)
-                    progress(.skipped(where_, reason: "the encrypted name does not decrypt (run fsck)"))
-                    continue
-                }
-                let child = VaultEntry(parent: dir, name: plain, encoded: tree.names.encode(plain, in: dir.info))
-                guard let st = try child.stat() else { continue }
-                try entry(child, stat: st, into: destfd,
-                          localPath: StorePath.join(localPath, String(decoding: plain, as: UTF8.self)), resolver: resolver)
-            }
+        /// All entries of a frame are copied: its directory gets its xattrs and mode, and is
+        /// synced (the root's children copied into DEST: nothing, the caller syncs DEST).
+        func leave(_ f: inout Frame) throws {
+            guard var m = f.made else { return }
+            defer { f.made = m }
+            try exportXattrs(from: f.dir.fd, to: f.destfd, display: m.entry.path.description)
+            if m.ours { PendingDirectory.finish(f.destfd, PendingDirectory.localMarker, from: m.stat) }
+            m.finished = true
+            try AtomicFile.syncDirectory(f.destfd, f.localPath)
         }
 
         /// Opens a vault file for reading, with integrity errors carrying its plaintext path.

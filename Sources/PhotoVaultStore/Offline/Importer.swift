@@ -142,11 +142,19 @@ public final class Importer {
             self.progress = progress
         }
 
-        /// One local entry `name` in `dirfd` with its lstat, copied to `entry`.
+        /// One local entry `name` in `dirfd` with its lstat, copied to `entry`; a directory
+        /// with everything below it.
         mutating func entry(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, resolver: VaultResolver) throws {
             if OfflineSys.isDirectory(st) {
-                try directory(dirfd: dirfd, name: name, stat: st, to: entry, resolver: resolver)
-            } else if OfflineSys.isRegular(st) {
+                try walk(dirfd: dirfd, name: name, stat: st, to: entry, resolver: resolver)
+            } else {
+                try leaf(dirfd: dirfd, name: name, stat: st, to: entry)
+            }
+        }
+
+        /// A regular file, symlink, or something import skips.
+        mutating func leaf(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry) throws {
+            if OfflineSys.isRegular(st) {
                 let fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
                 guard fd >= 0 else { throw StoreError.posix("open \(entry.path)") }
                 defer { close(fd) }
@@ -165,11 +173,73 @@ public final class Importer {
             if !force || OfflineSys.isDirectory(existing) { throw StoreError.exists(entry.path.description) }
         }
 
-        mutating func directory(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, resolver: VaultResolver) throws {
+        /// A vault directory being filled from a local one: the local directory's entries,
+        /// and the next one to copy.
+        struct Frame {
+            let entry: VaultEntry
+            let stat: stat
+            let dir: VaultDirectory
+            /// The local source directory (this frame's own descriptor).
+            let srcfd: Int32
+            /// Made by this import (or an interrupted earlier one): it gets its mode when
+            /// finished, or `finishAfterFailure` if the import fails inside it.
+            let ours: Bool
+            var finished = false
+            var entries: [OfflineSys.Entry] = []
+            var next = 0
+        }
+
+        /// Copies the local directory `name` in `dirfd` and everything below it to `entry`,
+        /// depth first in the order of each listing. An explicit stack, not recursion: a tree
+        /// can be nested deeper than a thread's stack holds frames (a recursion per level
+        /// crashed, SIGSEGV, at some 1,500 levels). On an error every directory still open is
+        /// left as a failed recursion left it (innermost first), and the error is thrown.
+        mutating func walk(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, resolver: VaultResolver) throws {
+            var stack: [Frame] = []
+            do {
+                guard let top = try enter(dirfd: dirfd, name: name, stat: st, to: entry, resolver: resolver) else { return }
+                stack.append(top)
+                stack[0].entries = try OfflineSys.list(top.srcfd)
+                while let i = stack.indices.last {
+                    guard stack[i].next < stack[i].entries.count else {
+                        try leave(&stack[i])
+                        close(stack[i].srcfd)
+                        stack.removeLast()
+                        continue
+                    }
+                    let child = stack[i].entries[stack[i].next]
+                    stack[i].next += 1
+                    let (srcfd, dir) = (stack[i].srcfd, stack[i].dir)
+                    guard let cst = try OfflineSys.lstat(srcfd, child.cName) else { continue }   // vanished meanwhile
+                    let e = VaultEntry(parent: dir, name: child.raw, encoded: tree.names.encode(child.raw, in: dir.info))
+                    if OfflineSys.isDirectory(cst) {
+                        if let sub = try enter(dirfd: srcfd, name: child.cName, stat: cst, to: e, resolver: resolver) {
+                            stack.append(sub)
+                            stack[stack.count - 1].entries = try OfflineSys.list(sub.srcfd)
+                        }
+                    } else {
+                        try leaf(dirfd: srcfd, name: child.cName, stat: cst, to: e)
+                    }
+                }
+            } catch {
+                for f in stack.reversed() {
+                    close(f.srcfd)
+                    if f.ours && !f.finished { PendingDirectory.finishAfterFailure(f.dir.fd, from: f.stat) }
+                }
+                throw error
+            }
+        }
+
+        /// Makes (or merges into) the vault directory `entry` for the local directory `name`
+        /// in `dirfd` and opens the source: the frame the walk fills (pushed before the source
+        /// is listed, so that a failure there finishes it as a failed one). Nil when the
+        /// directory is skipped (the vault's own encrypted tree).
+        mutating func enter(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry,
+                            resolver: VaultResolver) throws -> Frame? {
             if let (dev, ino) = treeIdentity, st.st_dev == dev, st.st_ino == ino {
                 summary.skipped.append(entry.path.description)
                 progress(.skipped(entry.path.description, reason: "this vault's own encrypted tree"))
-                return
+                return nil
             }
             let created: Bool
             if let existing = try entry.stat() {
@@ -185,21 +255,22 @@ public final class Importer {
             let dir = try resolver.open(entry)
             // One an earlier, interrupted run made is finished as if made now.
             let ours = created || PendingDirectory.isMarked(dir.fd, PendingDirectory.storeMarker)
-            var finished = false
-            defer { if ours && !finished { PendingDirectory.finishAfterFailure(dir.fd, from: st) } }
             summary.directories += 1
             progress(.directory(entry.path.description))
-            let srcfd = try OfflineSys.openDirectory(dirfd, name)
-            defer { close(srcfd) }
-            for child in try OfflineSys.list(srcfd) {
-                guard let cst = try OfflineSys.lstat(srcfd, child.cName) else { continue }   // vanished meanwhile
-                let e = VaultEntry(parent: dir, name: child.raw, encoded: tree.names.encode(child.raw, in: dir.info))
-                try self.entry(dirfd: srcfd, name: child.cName, stat: cst, to: e, resolver: resolver)
+            let srcfd: Int32
+            do { srcfd = try OfflineSys.openDirectory(dirfd, name) } catch {
+                if ours { PendingDirectory.finishAfterFailure(dir.fd, from: st) }
+                throw error
             }
-            try importXattrs(from: srcfd, to: dir.fd)
-            if ours { PendingDirectory.finish(dir.fd, PendingDirectory.storeMarker, from: st) }
-            finished = true
-            try AtomicFile.syncDirectory(dir.fd, entry.path.description)
+            return Frame(entry: entry, stat: st, dir: dir, srcfd: srcfd, ours: ours)
+        }
+
+        /// All entries of a frame are copied: its directory gets its xattrs and mode, and is synced.
+        func leave(_ f: inout Frame) throws {
+            try importXattrs(from: f.srcfd, to: f.dir.fd)
+            if f.ours { PendingDirectory.finish(f.dir.fd, PendingDirectory.storeMarker, from: f.stat) }
+            f.finished = true
+            try AtomicFile.syncDirectory(f.dir.fd, f.entry.path.description)
         }
 
         /// Streams `src` (a regular file, or stdin when `st` is nil) into a temp file in the
