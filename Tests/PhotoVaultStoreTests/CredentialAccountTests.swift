@@ -298,6 +298,52 @@ final class CredentialAccountTests: CredentialTestCase {
         XCTAssertEqual(access(outside + "/keep", F_OK), 0)
     }
 
+    /// A tree nested 5,000 directories deep (a mount makes one as easily as a shallow one) is
+    /// deleted whole with deletePhotos: the removal recursed once per level and crashed
+    /// (SIGSEGV, stack overflow).
+    func testRemoveWithDeletePhotosDeletesADeeplyNestedTree() throws {
+        _ = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
+        let a = try store.open(user: "alice", password: pw("alice-password"))
+        var fd = open(a.treePath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        for _ in 0..<5000 {
+            XCTAssertEqual(mkdirat(fd, "d", 0o700), 0)
+            let sub = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            close(fd)
+            fd = sub
+            XCTAssertGreaterThanOrEqual(fd, 0)
+        }
+        close(openat(fd, "bottom", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600))
+        close(fd)
+        try store.remove(user: "alice", password: pw("alice-password"), deletePhotos: true)
+        XCTAssertNotEqual(access(a.treePath, F_OK), 0)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: layout.usersDir), [])
+    }
+
+    /// Removal that stops deep in the tree names the path where it stopped (an immutable
+    /// file, chattr +i: unlink fails with EPERM), and leaves what it could not remove.
+    func testRemovalThatStopsNamesThePathBelowTheTree() throws {
+        let top = tmp + "/tree"
+        XCTAssertEqual(mkdir(top, 0o700), 0)
+        XCTAssertEqual(mkdir(top + "/a", 0o700), 0)
+        XCTAssertEqual(mkdir(top + "/a/b", 0o700), 0)
+        XCTAssertTrue(FileManager.default.createFile(atPath: top + "/a/b/pinned", contents: Data([1])))
+        XCTAssertTrue(FileManager.default.createFile(atPath: top + "/a/gone", contents: Data([1])))
+        let chattr = { (flag: String) -> Int32 in
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/chattr")
+            p.arguments = [flag, top + "/a/b/pinned"]
+            try? p.run()
+            p.waitUntilExit()
+            return p.terminationStatus
+        }
+        XCTAssertEqual(chattr("+i"), 0, "chattr +i needs root on ext4/xfs/btrfs")
+        defer { _ = chattr("-i") }
+        XCTAssertThrowsError(try TreeRemoval.removeRecursively(top)) { error in
+            XCTAssertEqual("\(error)", "unlink \(top)/a/b/pinned: Operation not permitted")
+        }
+        XCTAssertEqual(access(top + "/a/b/pinned", F_OK), 0)
+    }
+
     func testStoreErrorsOnOpeningTheStore() throws {
         assertThrows(.storeNotInitialised(path: tmp + "/none")) { _ = try AccountStore(layout: StoreLayout(root: self.tmp + "/none")) }
     }
