@@ -270,6 +270,33 @@ final class OfflineLiveMountTests: XCTestCase {
         sb.unmount(mp)
     }
 
+    /// A source tree nested 1,900 directories deep (as deep as its paths stay under
+    /// PATH_MAX) is imported through the live mount whole, and so is one whose bottom holds a
+    /// FIFO (skipped: every directory above it is then made and finished one by one): the
+    /// walk that plans the copy, and the one that lists what it copied, recursed once per
+    /// level and crashed (SIGSEGV, stack overflow) at some 1,650 levels.
+    func testADeeplyNestedSourceIsImportedThroughTheLiveMount() {
+        let sb = Sandbox("pv-live-deep")
+        sb.initStore()
+        let mp = sb.mount()
+        let depth = 1900
+        let chain = Array(repeating: "d", count: depth).joined(separator: "/")
+        sb.ok("cd \(Sandbox.quote(sb.root)) && mkdir -p src/\(chain) fifo/\(chain) && printf deep > src/\(chain)/bottom.txt "
+              + "&& printf deep > fifo/\(chain)/bottom.txt && mkfifo fifo/\(chain)/pipe && chmod 750 fifo/d")
+        let imp = sb.run("cd \(Sandbox.quote(sb.root)) && " + T.pvLine(sb, ["import", "src", "/"]), timeout: 120)
+        XCTAssertEqual(imp.status, 0, String(imp.stderr.prefix(2000)))
+        XCTAssertEqual(imp.stderr, "imported through the live mount at \(mp)\n")
+        let skipped = sb.run("cd \(Sandbox.quote(sb.root)) && " + T.pvLine(sb, ["import", "fifo", "/"]), timeout: 120)
+        XCTAssertEqual(skipped.status, 26, String(skipped.stderr.prefix(2000)))
+        XCTAssertTrue(skipped.stderr.contains("/fifo/\(chain)/pipe"), String(skipped.stderr.prefix(2000)))
+        for top in ["src", "fifo"] {
+            XCTAssertEqual(sb.ok("cd \(Sandbox.quote(mp))/\(top)/\(chain) && cat bottom.txt"), "deep", top)
+            XCTAssertEqual(sb.ok("find \(Sandbox.quote(mp))/\(top) -type d | wc -l"), "\(depth + 1)\n", top)
+        }
+        // The directories made one by one got their source's mode after their entries.
+        XCTAssertEqual(sb.ok("stat -c %a \(Sandbox.quote(mp))/fifo/d"), "750\n")
+    }
+
     func testImportWithClassThroughTheLiveMount() {
         let (sb, src) = T.sandboxWithTree("pv-live-class")
         let mp = sb.mount()

@@ -248,21 +248,72 @@ extension MountRoute {
 
         init(force: Bool) { self.force = force }
 
-        /// Walks local `src`, landing at `vault` (mount directory `into` + its name).
-        /// Returns true at the first conflict.
+        /// A source directory being walked: what deciding its fate after its entries needs,
+        /// its entries and the next one to walk.
+        struct Frame {
+            let src: [UInt8]
+            let vault: VaultPath
+            let into: [UInt8]
+            let landing: [UInt8]
+            let st: stat
+            let exists: Bool
+            /// `jobs.count` and `skips` before the directory's own jobs.
+            let mark: Int
+            let skipsBefore: Int
+            let entries: [OfflineSys.Entry]
+            var next = 0
+        }
+
+        /// What one source is to the walk.
+        enum Visit {
+            case conflict
+            case done
+            case directory(Frame)
+        }
+
+        /// Walks local `src`, landing at `vault` (mount directory `into` + its name), depth
+        /// first in the order of each listing. Returns true at the first conflict. An explicit
+        /// stack, not recursion: a tree can be nested deeper than a thread's stack holds
+        /// frames (a recursion per level crashed, SIGSEGV, at some 1,650 levels).
         mutating func walk(_ src: [UInt8], vault: VaultPath, into: [UInt8]) -> Bool {
+            var stack: [Frame] = []
+            switch visit(src, vault: vault, into: into) {
+            case .conflict: return true
+            case .done: return false
+            case .directory(let f): stack.append(f)
+            }
+            while let i = stack.indices.last {
+                guard stack[i].next < stack[i].entries.count else {
+                    leave(stack.removeLast())
+                    continue
+                }
+                let e = stack[i].entries[stack[i].next]
+                stack[i].next += 1
+                let f = stack[i]
+                switch visit(f.src + [47] + e.raw, vault: f.vault.appending(e.raw), into: f.landing) {
+                case .conflict: return true
+                case .done: break
+                case .directory(let sub): stack.append(sub)
+                }
+            }
+            return false
+        }
+
+        /// Everything about `src` that comes before its entries: a directory to walk is
+        /// listed (and its job or merge recorded) and returned.
+        private mutating func visit(_ src: [UInt8], vault: VaultPath, into: [UInt8]) -> Visit {
             let name = vault.lastName ?? []
             let landing = into + [47] + name
             var st = stat(), there = stat()
             // An unreadable source: copied (cp reports its own errors).
             guard lstat(cPath(src), &st) == 0 else {
                 add(src, into: into)
-                return false
+                return .done
             }
             guard OfflineSys.isDirectory(st) || OfflineSys.isRegular(st) || (st.st_mode & S_IFMT) == S_IFLNK else {
                 jobs.append(.skip(vault))
                 skips += 1
-                return false
+                return .done
             }
             let exists = lstat(cPath(landing), &there) == 0
             if OfflineSys.isDirectory(st) {
@@ -270,10 +321,10 @@ extension MountRoute {
                     // A file or symlink in the way is never replaced by a directory, as
                     // offline: the `exists` error, with --force too (not cp's).
                     conflict = vault
-                    return true
+                    return .conflict
                 }
                 let fd = Glibc.open(cPath(src), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                guard fd >= 0 else { add(src, into: into); return false }
+                guard fd >= 0 else { add(src, into: into); return .done }
                 let entries = (try? OfflineSys.list(fd)) ?? []   // sorted by name, as offline
                 close(fd)
                 // Merged like cp -r; a new directory is one cp -R unless it holds a skipped entry.
@@ -287,23 +338,26 @@ extension MountRoute {
                     }
                     merged.append(Merged(path: landing, before: there, changed: changed))
                 }
-                for e in entries {
-                    if walk(src + [47] + e.raw, vault: vault.appending(e.raw), into: landing) { return true }
-                }
-                if !exists && skips == skipsBefore {
-                    jobs.removeSubrange(mark...)
-                    add(src, into: into)
-                    return false
-                }
-                directories.append(CopyTarget(source: src, path: landing, existed: exists, isDirectory: true))
-                if !exists { jobs.append(.finishDirectory(landing, st)) }
-                return false
+                return .directory(Frame(src: src, vault: vault, into: into, landing: landing, st: st, exists: exists,
+                                        mark: mark, skipsBefore: skipsBefore, entries: entries))
             }
             // An existing file or symlink is refused without force; a directory is never
             // replaced by a file or symlink, with force either (offline's `exists`, not cp's error).
-            if exists && (!force || OfflineSys.isDirectory(there)) { conflict = vault; return true }
+            if exists && (!force || OfflineSys.isDirectory(there)) { conflict = vault; return .conflict }
             add(src, into: into)
-            return false
+            return .done
+        }
+
+        /// A directory whose entries are all walked: a new one without a skipped entry is one
+        /// `cp -R` after all; otherwise it gets its xattrs (and, if made here, its mode) after.
+        private mutating func leave(_ f: Frame) {
+            if !f.exists && skips == f.skipsBefore {
+                jobs.removeSubrange(f.mark...)
+                add(f.src, into: f.into)
+                return
+            }
+            directories.append(CopyTarget(source: f.src, path: f.landing, existed: f.exists, isDirectory: true))
+            if !f.exists { jobs.append(.finishDirectory(f.landing, f.st)) }
         }
 
         private mutating func add(_ src: [UInt8], into: [UInt8]) {
@@ -328,24 +382,37 @@ extension MountRoute {
     /// `force`, replaces, and the directories it makes or merges into. Raw bytes: a local
     /// name need not be valid UTF-8.
     private static func collect(_ src: [UInt8], landing: [UInt8], force: Bool, into out: inout [CopyTarget]) {
-        var st = stat(), there = stat()
-        guard lstat(cPath(src), &st) == 0 else { return }
-        let existed = lstat(cPath(landing), &there) == 0
-        if OfflineSys.isRegular(st) {
-            // cp -n skips an existing file; a symlink or directory in the way is not a copy.
-            if !existed || (force && OfflineSys.isRegular(there)) {
-                out.append(CopyTarget(source: src, path: landing, existed: existed, isDirectory: false))
+        // An explicit stack, not recursion (a tree can be nested deeper than a thread's stack
+        // holds frames): each directory with its entries, the next one to visit, and whether
+        // it existed; a directory goes to `out` after its entries, as offline.
+        var stack: [(src: [UInt8], landing: [UInt8], existed: Bool, entries: [OfflineSys.Entry], next: Int)] = []
+        func visit(_ src: [UInt8], _ landing: [UInt8]) {
+            var st = stat(), there = stat()
+            guard lstat(cPath(src), &st) == 0 else { return }
+            let existed = lstat(cPath(landing), &there) == 0
+            if OfflineSys.isRegular(st) {
+                // cp -n skips an existing file; a symlink or directory in the way is not a copy.
+                if !existed || (force && OfflineSys.isRegular(there)) {
+                    out.append(CopyTarget(source: src, path: landing, existed: existed, isDirectory: false))
+                }
+                return
             }
-            return
+            guard OfflineSys.isDirectory(st), !existed || OfflineSys.isDirectory(there) else { return }
+            let fd = Glibc.open(cPath(src), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { return }
+            defer { close(fd) }
+            stack.append((src, landing, existed, (try? OfflineSys.list(fd)) ?? [], 0))
         }
-        guard OfflineSys.isDirectory(st), !existed || OfflineSys.isDirectory(there) else { return }
-        let fd = Glibc.open(cPath(src), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        for e in (try? OfflineSys.list(fd)) ?? [] {
-            collect(src + [47] + e.raw, landing: landing + [47] + e.raw, force: force, into: &out)
+        visit(src, landing)
+        while let i = stack.indices.last {
+            guard stack[i].next < stack[i].entries.count else {
+                let f = stack.removeLast()
+                out.append(CopyTarget(source: f.src, path: f.landing, existed: f.existed, isDirectory: true))
+                continue
+            }
+            let e = stack[i].entries[stack[i].next]
+            stack[i].next += 1
+            visit(stack[i].src + [47] + e.raw, stack[i].landing + [47] + e.raw)
         }
-        // After its entries, as offline.
-        out.append(CopyTarget(source: src, path: landing, existed: existed, isDirectory: true))
     }
 }
