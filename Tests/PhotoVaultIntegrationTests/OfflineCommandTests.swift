@@ -377,6 +377,14 @@ final class OfflineCommandTests: XCTestCase {
         assertFailure(r, 1, "long-name companion ")
         XCTAssertTrue(r.stderr.hasSuffix(": Input/output error\n"), r.stderr)
         XCTAssertEqual(Self.pv(sb, ["fsck"]).status, 0, "the store is whole")
+        // `class list` of its directory fails the same way: it printed the listing without
+        // the file (exit 0), as if it were gone.
+        let list = Harness.run(["/usr/bin/strace", "-f", "-o", "/dev/null", "-P", companion,
+                                "-e", "trace=pread64", "-e", "inject=pread64:error=EIO", Harness.binary, "class", "list", "/v/src",
+                                "--store", sb.store, "--user", "alice", "--passfile", sb.passfile], env: sb.env, timeout: 60)
+        assertFailure(list, 1, "long-name companion ")
+        XCTAssertEqual(list.stdout, "")
+        XCTAssertEqual(Self.pv(sb, ["class", "list", "/v/src"]).stdout.split(separator: "\n").count, 1, "listed when readable")
     }
 
     /// What fsck cannot read is `unreadable` and the walk goes on: a directory whose listing

@@ -46,7 +46,8 @@ public struct ClassTool {
     }
 
     /// Every visible entry of a directory with its class, sorted by name. Entries whose
-    /// name does not decrypt are left out (fsck reports them).
+    /// name does not decrypt are left out (fsck reports them); a long name whose companion
+    /// cannot be read (EIO, EACCES) is no such name: the listing fails with that error.
     public func list(_ directory: String) throws -> [Info] {
         let lock = try TreeLock(root: tree.root, mode: .shared, timeout: lockTimeout)
         defer { lock.release() }
@@ -54,7 +55,8 @@ public struct ClassTool {
         let dir = try resolver.directory(try VaultPath(directory))
         var out: [Info] = []
         for e in try OfflineSys.list(dir.fd) where !NameCodec.isInternal(e.name) {
-            guard let plain = try? tree.names.decode(entry: e.name, in: dir.info, dirfd: dir.fd) else { continue }
+            let plain: [UInt8]
+            do { plain = try tree.names.decode(entry: e.name, in: dir.info, dirfd: dir.fd) } catch StoreError.integrity { continue }
             let entry = VaultEntry(parent: dir, name: plain, encoded: tree.names.encode(plain, in: dir.info))
             out.append(try info(entry, resolver: resolver))
         }
