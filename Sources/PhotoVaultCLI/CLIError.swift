@@ -7,6 +7,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     case notImplemented(String)
     /// errno of access("/dev/fuse"): ENOENT when it is missing.
     case noFuseDevice(Int32)
+    /// `/dev/fuse` exists but is not the FUSE device (a file bound over it, another node);
+    /// what it is instead. Exit code of `noFuseDevice`.
+    case notFuseDevice(String)
     case mountpointNotEmptyDirectory(String)
     /// A mountpoint that is missing, not a directory or unreadable (exit code of the above).
     case mountpointUnusable(String, why: String)
@@ -44,7 +47,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
 
     public var exitCode: Int32 {
         switch self {
-        case .noFuseDevice: return ExitCodes.noFuseDevice
+        case .noFuseDevice, .notFuseDevice: return ExitCodes.noFuseDevice
         case .mountpointNotEmptyDirectory, .mountpointUnusable: return ExitCodes.mountpointNotEmptyDirectory
         case .deadMount: return ExitCodes.deadMount
         case .alreadyMounted, .vaultAlreadyMounted: return ExitCodes.alreadyMounted
@@ -66,6 +69,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
             return "/dev/fuse is missing: FUSE is not available on this system (modprobe fuse?)"
         case .noFuseDevice(let e):
             return "cannot use /dev/fuse: \(String(cString: strerror(e))) (it is normally crw-rw-rw- root:root)"
+        case .notFuseDevice(let what):
+            return "/dev/fuse is \(what), not the FUSE device (character device 10,229, normally crw-rw-rw- root:root)"
         case .mountpointNotEmptyDirectory(let p): return "the mountpoint \(p) is not an empty directory"
         case .mountpointUnusable(let p, let why): return "the mountpoint \(p) \(why): an empty directory is needed"
         case .deadMount(let p, let type) where type == MountInfoEntry.photoVaultType:

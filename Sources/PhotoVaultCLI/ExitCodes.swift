@@ -42,7 +42,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: storeBusy, meaning: "the store is busy (another photovault command or a mount holds it)"),
         ExitCodeEntry(code: 12, meaning: "key-derivation cost below the allowed floor (tampered record?)"),
         ExitCodeEntry(code: 13, meaning: "the account is bound to another device"),
-        ExitCodeEntry(code: noFuseDevice, meaning: "no usable /dev/fuse (missing, or this process may not open it)"),
+        ExitCodeEntry(code: noFuseDevice, meaning: "no usable /dev/fuse (missing, not the FUSE device, or this process may not open it)"),
         ExitCodeEntry(code: mountpointNotEmptyDirectory, meaning: "the mountpoint is not an empty directory"),
         ExitCodeEntry(code: alreadyMounted, meaning: "already mounted (the mountpoint, or this vault elsewhere)"),
         ExitCodeEntry(code: mountBusy, meaning: "the mount is busy (files still open)"),

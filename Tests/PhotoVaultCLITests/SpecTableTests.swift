@@ -61,7 +61,7 @@ final class SpecTableTests: XCTestCase {
             XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "StoreError \(e) -> \(e.exitCode) not in the table")
         }
         let cliErrors: [CLIError] = [
-            .notImplemented("x"), .noFuseDevice(ENOENT), .noFuseDevice(EACCES), .mountpointNotEmptyDirectory("/m"), .alreadyMounted("/m"),
+            .notImplemented("x"), .noFuseDevice(ENOENT), .noFuseDevice(EACCES), .notFuseDevice("a regular file"), .mountpointNotEmptyDirectory("/m"), .alreadyMounted("/m"),
             .mountBusy("/m"), .notMounted("/m"), .fsckFoundDamage(problems: 2), .passwordsDoNotMatch,
             .noTerminal, .passwordTooLong(maximum: 1), .cannotReadPassword(source: "f", errno: ENOENT),
             .externalPasswordCommandFailed(status: 1), .failed("x"), .deadMount("/m", fsType: "fuse.photovault"),
@@ -72,6 +72,7 @@ final class SpecTableTests: XCTestCase {
         ]
         for e in cliErrors { XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "\(e)") }
         XCTAssertEqual(CLIError.noFuseDevice(ENOENT).exitCode, 14)
+        XCTAssertEqual(CLIError.notFuseDevice("a directory").exitCode, 14)
         XCTAssertEqual(CLIError.mountpointNotEmptyDirectory("/m").exitCode, 15)
         XCTAssertEqual(CLIError.alreadyMounted("/m").exitCode, 16)
         XCTAssertEqual(CLIError.vaultAlreadyMounted(mountpoint: nil, pid: 1).exitCode, 16)

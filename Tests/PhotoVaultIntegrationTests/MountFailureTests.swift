@@ -28,8 +28,7 @@ final class MountFailureTests: XCTestCase {
         sb.initStore()
         let mp = sb.root + "/mnt"
         try! FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        let mount = ["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
-            .map(Sandbox.quote).joined(separator: " ")
+        let mount = sb.mountArguments(mp)
         let dev = "mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3"
         let cases = [
             (dev, "", "photovault: /dev/fuse is missing: FUSE is not available on this system (modprobe fuse?)\n"),
@@ -45,6 +44,41 @@ final class MountFailureTests: XCTestCase {
             XCTAssertFalse(Harness.isMounted(mp))
         }
         // The store is untouched: the same mount works with the real /dev.
+        sb.unmount(sb.mount(at: "mnt"))
+    }
+
+    /// /dev/fuse that exists but is not the FUSE device: a regular file bind-mounted over it,
+    /// a directory, a character device with other numbers, a block device. Each used to pass
+    /// the access() check and end in libfuse's own raw line ("fuse: mount failed: Invalid
+    /// argument") and exit 1; now exit 14 (no usable /dev/fuse) with one line that says what
+    /// is there. Each case runs in a private mount namespace, so the real /dev/fuse is never
+    /// touched (checked at the end).
+    func testDevFuseThatIsNotTheFUSEDeviceExits14WithOneClearLine() {
+        let sb = Sandbox("pv-notfuse")
+        sb.initStore()
+        let mp = sb.plainDir("mnt")
+        let file = sb.root + "/not-a-device"
+        try! "x".write(toFile: file, atomically: true, encoding: .utf8)
+        let mount = sb.mountArguments(mp)
+        let dev = "mount -t tmpfs none /dev && mknod -m 666 /dev/null c 1 3"
+        let tail = ", not the FUSE device (character device 10,229, normally crw-rw-rw- root:root)\n"
+        let cases = [
+            ("mount --bind \(Sandbox.quote(file)) /dev/fuse", "photovault: /dev/fuse is a regular file" + tail),
+            (dev + " && mkdir /dev/fuse", "photovault: /dev/fuse is a directory" + tail),
+            (dev + " && mknod -m 666 /dev/fuse c 1 3", "photovault: /dev/fuse is character device 1,3" + tail),
+            (dev + " && mknod -m 666 /dev/fuse b 10 229", "photovault: /dev/fuse is block device 10,229" + tail),
+        ]
+        for (setup, message) in cases {
+            let script = "unshare -m --propagation private sh -c \(Sandbox.quote(setup + " && exec \"$0\" " + mount))"
+                + " \(Sandbox.quote(Harness.binary))"
+            let r = sb.run(script)
+            XCTAssertEqual(r.status, 14, "\(setup): \(r.stderr)")
+            XCTAssertEqual(r.stderr, message, setup)
+            XCTAssertFalse(Harness.isMounted(mp))
+        }
+        var st = stat()
+        XCTAssertEqual(stat("/dev/fuse", &st), 0)
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFCHR, "the real /dev/fuse must be untouched")
         sb.unmount(sb.mount(at: "mnt"))
     }
 
@@ -136,8 +170,7 @@ final class MountFailureTests: XCTestCase {
         sb.initStore()
         let mp = sb.root + "/closed"
         try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
-            .map(Sandbox.quote).joined(separator: " ")
+        let mount = Sandbox.quote(Harness.binary) + " " + sb.mountArguments(mp)
         sb.mounts.append(mp)
         XCTAssertEqual(sb.run("\(mount) >&- 2>&-; echo \"rc=$?\"").stdout, "rc=0\n")
         XCTAssertTrue(Harness.waitUntil(5) { Harness.isMounted(mp) })
@@ -174,8 +207,7 @@ final class MountFailureTests: XCTestCase {
         sb.initStore()
         let mp = sb.plainDir("mnt")
         sb.mounts.append(mp)
-        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
-            .map(Sandbox.quote).joined(separator: " ")
+        let mount = Sandbox.quote(Harness.binary) + " " + sb.mountArguments(mp)
         let r = sb.run("""
         \(mount) & parent=$!
         for i in $(seq 4000); do d=$(pgrep -f -- "[_]_mount-daemon store=.* mountpoint=\(mp) ") && break; sleep 0.002; done
@@ -204,8 +236,7 @@ final class MountFailureTests: XCTestCase {
         defer { _ = sb.run("umount -l \(Sandbox.quote(stick)) 2>/dev/null") }
         let mp = sb.root + "/mnt"
         try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        let mount = [Harness.binary, "mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
-            .map(Sandbox.quote).joined(separator: " ")
+        let mount = Sandbox.quote(Harness.binary) + " " + sb.mountArguments(mp)
         sb.ok("cd \(Sandbox.quote(stick)) && \(mount)")
         sb.mounts.append(mp)
         let pid = try XCTUnwrap(MountProbe.daemonPID(sb, mp))
@@ -290,5 +321,13 @@ final class MountFailureTests: XCTestCase {
         sb.ok("head -c 3000000 \(qp)/huge.raw > \(qm)/again.raw && cmp \(qm)/again.raw <(head -c 3000000 \(qp)/huge.raw)")
         sb.unmount(mp)
         sb.assertNoPlaintext(["FULLDISK-", "early.jpg", "small.txt", "Kept-Album"])
+    }
+}
+
+extension Sandbox {
+    /// `mount MP --store ... --user alice --passfile ... --no-dbus`, quoted for a shell.
+    func mountArguments(_ mp: String) -> String {
+        ["mount", mp, "--store", store, "--user", "alice", "--passfile", passfile, "--no-dbus"]
+            .map(Sandbox.quote).joined(separator: " ")
     }
 }

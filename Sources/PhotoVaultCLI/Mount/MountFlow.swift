@@ -22,7 +22,7 @@ enum MountFlow {
         settings.useDBus = !args.flag("no-dbus")
         settings.privateThumbnails = args.flag("private-thumbnails")
 
-        guard access("/dev/fuse", R_OK | W_OK) == 0 else { throw CLIError.noFuseDevice(errno) }
+        try FuseDevice.check()
         // A mount inside the store came up and put a stray directory into it (inside a user
         // tree, one the daemon lists itself); a store inside the mountpoint would be hidden
         // from its own daemon by the mount.
