@@ -98,4 +98,49 @@ final class RuntimeRegistryTrustTests: XCTestCase {
         XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
         XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: registry)) ?? ["?"], [])
     }
+
+    /// `$XDG_RUNTIME_DIR` that is not a private directory of this user (a regular file,
+    /// another user's directory, one anybody may write to, a relative path to a directory):
+    /// every command falls back to `/tmp/photovault-<uid>`, as for a missing one, so mount,
+    /// status, lock and unmount agree and nothing is created in it. A file there used to give
+    /// a raw "lstat .../photovault: Not a directory" from status and lock; a relative path
+    /// named another directory in the daemon (which works from /) than in the command, so
+    /// status did not list the mount; root created a `photovault` of its own in the others.
+    func testARuntimeDirectoryThatIsNotAPrivateDirectoryOfThisUserFallsBack() throws {
+        let sb = Sandbox("pv-badxdg")
+        sb.initStore()
+        let mp = sb.plainDir("mnt")
+        let file = sb.root + "/runtime-file"
+        try "x".write(toFile: file, atomically: true, encoding: .utf8)
+        let others = sb.plainDir("others"), open = sb.plainDir("open"), relative = sb.plainDir("rel")
+        sb.ok("chown 65534 \(Sandbox.quote(others)) && chmod 0700 \(Sandbox.quote(others)) && chmod 0777 \(Sandbox.quote(open))"
+              + " && chmod 0700 \(Sandbox.quote(relative))")
+        for runtime in [file, others, open, "rel"] {
+            var env = sb.env
+            env["XDG_RUNTIME_DIR"] = runtime
+            func pv(_ args: [String]) -> Harness.Result { Harness.run([Harness.binary] + args, env: env, cwd: sb.root) }
+            let m = pv(["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus",
+                        "--on-lock", "stay"])
+            sb.mounts.append(mp)
+            XCTAssertEqual(m.status, 0, "\(runtime): \(m.stderr)")
+            XCTAssertEqual(m.stderr, "", runtime)
+            let st = pv(["status"])
+            XCTAssertEqual(st.status, 0, "\(runtime): \(st.stderr)")
+            XCTAssertEqual(st.stderr, "", runtime)
+            XCTAssertTrue(st.stdout.contains("\(mp)\tpid="), "\(runtime): \(st.stdout)")
+            let lock = pv(["lock", mp])
+            XCTAssertEqual(lock.status, 0, "\(runtime): \(lock.stderr)")
+            XCTAssertEqual(lock.stdout, "locked\n", runtime)
+            XCTAssertTrue(pv(["status"]).stdout.contains("\(mp)\tpid="), runtime)
+            let u = pv(["unmount", mp])
+            XCTAssertEqual(u.status, 0, "\(runtime): \(u.stderr)")
+            XCTAssertFalse(Harness.isMounted(mp), runtime)
+            sb.mounts.removeAll { $0 == mp }
+            XCTAssertFalse(pv(["status"]).stdout.contains("\(mp)\t"), runtime)
+        }
+        for dir in [others, open, relative] {
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir), [], "\(dir) must be left alone")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "/rel"))
+    }
 }

@@ -10,11 +10,27 @@ public struct RuntimeRegistry {
     public let directory: String
 
     public init(environment env: [String: String] = ProcessInfo.processInfo.environment) {
-        if let r = env["XDG_RUNTIME_DIR"], !r.isEmpty, access(r, W_OK) == 0 {
+        if let r = env["XDG_RUNTIME_DIR"], RuntimeRegistry.isUsableRuntimeDirectory(r) {
             directory = StorePath.join(r, "photovault")
         } else {
             directory = "/tmp/photovault-\(getuid())"
         }
+    }
+
+    /// What the XDG base-directory spec asks of `$XDG_RUNTIME_DIR`: an absolute path to a
+    /// directory of this user that nobody else may write to. Anything else gets the fallback,
+    /// as a missing one always did, so that mount, status, lock and unmount agree. A regular
+    /// file there used to give `lstat .../photovault: Not a directory` from status and lock
+    /// (and a mount they could not reach); a relative path named another directory in the
+    /// daemon (which works from /) than in the command; root with another user's
+    /// /run/user/<uid> (after `su`) left a root-owned `photovault` in it, which that user's
+    /// commands then refused.
+    static func isUsableRuntimeDirectory(_ path: String) -> Bool {
+        guard path.hasPrefix("/") else { return false }
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == getuid(),
+              st.st_mode & 0o022 == 0 else { return false }
+        return access(path, W_OK | X_OK) == 0
     }
 
     public struct Entry: Equatable {
