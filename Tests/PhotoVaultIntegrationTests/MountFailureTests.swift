@@ -225,6 +225,32 @@ final class MountFailureTests: XCTestCase {
         sb.unmount(sb.mount(at: "mnt"))
     }
 
+    /// The daemon dies after it mounted but before it said "ready": `mount` runs with a
+    /// file-size limit of 0 (prlimit), which its daemon inherits, so that writing its registry
+    /// entry (after the mount, before the ready line) kills the daemon with SIGXFSZ. (The
+    /// command itself writes only to pipes here, which the limit does not touch.) The dead
+    /// mount stays at the mountpoint; `mount` names it and the command that clears it (exit
+    /// 25, the dead-mount code) instead of only "exited before the mount was ready" (exit 1).
+    /// The named command then clears it and the vault mounts there again.
+    func testADaemonThatDiesAfterMountingNamesTheDeadMountItLeaves() {
+        let sb = Sandbox("pv-diedready")
+        sb.initStore()
+        let mp = sb.plainDir("mnt")
+        let r = sb.run("prlimit --fsize=0 -- \(Sandbox.quote(Harness.binary)) \(sb.mountArguments(mp))")
+        sb.mounts.append(mp)   // a dead mount left if the test fails is cleared at the end
+        XCTAssertEqual(r.status, 25, r.stderr)
+        XCTAssertEqual(r.stdout, "")
+        XCTAssertEqual(r.stderr, "photovault: the mount daemon exited before the mount was ready; "
+                       + "\(mp) holds a dead PhotoVault mount (its daemon is gone): run 'photovault unmount \(mp)' "
+                       + "(or 'fusermount3 -u \(mp)'), then mount again\n")
+        XCTAssertTrue(Harness.isMounted(mp), "the dead mount the message names")
+        let u = sb.pv(["unmount", mp])
+        XCTAssertEqual(u.status, 0, u.stderr)
+        XCTAssertFalse(Harness.isMounted(mp))
+        sb.mounts.removeAll { $0 == mp }
+        sb.unmount(sb.mount(at: "mnt"))
+    }
+
     /// `photovault mount` run from a directory on a removable file system (a tmpfs here): the
     /// background daemon does not keep it busy. Its working directory used to stay the
     /// caller's, so that file system could not be unmounted while the vault was mounted.

@@ -80,7 +80,28 @@ enum DaemonLauncher {
             let code = Int32(parts.first ?? "1") ?? 1
             throw DaemonFailure(code: code, message: parts.count > 1 ? String(parts[1]) : "mount failed")
         }
-        throw DaemonFailure(code: 1, message: "the mount daemon exited before the mount was ready")
+        throw unreported(pid: pid, mountpoint: settings.mountpoint)
+    }
+
+    /// The daemon closed the ready pipe without a verdict: it died (a signal, a crash). When
+    /// that happened after it mounted, its dead mount is still at the mountpoint and every
+    /// later mount there fails, so the message names it and the command that clears it, as
+    /// `status`, `lock` and `unlock` do (it used to say only "exited before the mount was ready").
+    static func unreported(pid: pid_t, mountpoint: String) -> DaemonFailure {
+        // The pipe's end can come before the daemon's /dev/fuse is closed (descriptors close in
+        // order), so the mount is looked at once the process is gone or a zombie.
+        let deadline = monotonicMs() + 2_000
+        while let st = RuntimeRegistry.processStat(pid), st.state != "Z", st.state != "X", monotonicMs() < deadline {
+            usleep(10_000)
+        }
+        let what = "the mount daemon exited before the mount was ready"
+        var st = stat()
+        if let m = MountInfoEntry.at(mountpoint), m.fsType == MountInfoEntry.photoVaultType,
+           stat(mountpoint, &st) != 0, errno == ENOTCONN {
+            return DaemonFailure(code: ExitCodes.deadMount,
+                                 message: what + "; " + CLIError.deadMount(m.mountpoint, fsType: m.fsType).description)
+        }
+        return DaemonFailure(code: 1, message: what)
     }
 }
 
