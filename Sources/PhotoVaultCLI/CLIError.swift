@@ -20,6 +20,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// A mount of a vault that another daemon mounts already (another session's, or at
     /// another mountpoint); where, when known.
     case vaultAlreadyMounted(mountpoint: String?, pid: Int32?)
+    /// A mount of a vault whose daemon is still going away after a lock (grace, or files still
+    /// open on its detached mount); exit code of `alreadyMounted`.
+    case vaultClosing(mountpoint: String, pid: Int32)
     case mountBusy(String)
     case notMounted(String)
     /// `unmount` of a mountpoint that holds another file system (a tmpfs, another FUSE
@@ -50,7 +53,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .noFuseDevice, .notFuseDevice: return ExitCodes.noFuseDevice
         case .mountpointNotEmptyDirectory, .mountpointUnusable: return ExitCodes.mountpointNotEmptyDirectory
         case .deadMount: return ExitCodes.deadMount
-        case .alreadyMounted, .vaultAlreadyMounted: return ExitCodes.alreadyMounted
+        case .alreadyMounted, .vaultAlreadyMounted, .vaultClosing: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
         case .notMounted, .notPhotoVaultMount: return ExitCodes.notMounted
         case .vaultMounted, .repairWhileMounted, .deleteWhileMounted: return ExitCodes.storeBusy
@@ -83,6 +86,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .vaultAlreadyMounted(nil, let pid?):
             return "this vault is already mounted (photovault process \(pid), another session): unmount it there first"
         case .vaultAlreadyMounted(nil, nil): return "this vault is already mounted elsewhere: unmount it there first"
+        case .vaultClosing(let mp, let pid):
+            return "the vault at \(mp) is still closing after a lock (photovault process \(pid) waits for the files "
+                + "open there to be closed): try again once 'photovault status' no longer lists it"
         case .mountBusy(let p): return "\(p) is busy: close the files open there and try again"
         case .notMounted(let p): return "no vault is mounted at \(p)"
         case .otherUsersMount(let p, let uid):

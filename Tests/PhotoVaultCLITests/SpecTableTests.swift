@@ -76,6 +76,7 @@ final class SpecTableTests: XCTestCase {
         XCTAssertEqual(CLIError.mountpointNotEmptyDirectory("/m").exitCode, 15)
         XCTAssertEqual(CLIError.alreadyMounted("/m").exitCode, 16)
         XCTAssertEqual(CLIError.vaultAlreadyMounted(mountpoint: nil, pid: 1).exitCode, 16)
+        XCTAssertEqual(CLIError.vaultClosing(mountpoint: "/m", pid: 1).exitCode, 16)
         XCTAssertEqual(CLIError.mountBusy("/m").exitCode, 17)
         XCTAssertEqual(CLIError.notMounted("/m").exitCode, 18)
         XCTAssertEqual(CLIError.fsckFoundDamage(problems: 1).exitCode, 21)

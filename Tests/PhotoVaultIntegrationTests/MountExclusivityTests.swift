@@ -57,4 +57,51 @@ final class MountExclusivityTests: XCTestCase {
         let fsck = T.pv(sb, ["fsck"])
         XCTAssertEqual(fsck.status, 0, fsck.stdout + fsck.stderr)
     }
+
+    /// `mount` of a vault whose daemon is still going away after `lock` (`--on-lock
+    /// unmount`): during the lock grace a file open for writing may finish; after it the mount
+    /// is detached, and the daemon ends when that file is closed. `mount` used to say "a vault
+    /// is already mounted" (then "this vault is already mounted at ..."), which `unmount`
+    /// contradicted. It waits (up to 5 s) for the daemon to end and mounts; if the daemon is
+    /// still there then, it says that the vault is closing and what it waits for.
+    func testAMountWhileTheLastDaemonIsClosingWaitsForItOrSaysSo() throws {
+        let sb = Sandbox("pv-closing")
+        sb.initStore()
+        var mp = sb.mount(at: "mnt", extra: ["--lock-grace", "1"])
+        try FileManager.default.createDirectory(atPath: mp + "/open", withIntermediateDirectories: false)
+        XCTAssertEqual(ClassAttributeTests.setClass(mp + "/open", "complete-unless-open").status, 0)
+        for (hold, waits) in [(3, true), (120, false)] {
+            let pid = try XCTUnwrap(MountProbe.daemonPID(sb, mp))
+            // A writer that keeps its file open `hold` seconds: past the 1 s grace.
+            let writer = try BackgroundProcess(["/bin/bash", "-c", "exec 5>\(Sandbox.quote(mp + "/open/f\(hold).jpg")); echo open; exec sleep \(hold)"],
+                                               output: sb.root + "/writer\(hold).log")
+            XCTAssertTrue(Harness.waitUntil(10) { writer.output.contains("open") }, writer.output)
+            let lock = sb.pv(["lock", mp])
+            XCTAssertEqual(lock.status, 0, lock.stderr)
+            let (again, _) = mount(sb, at: "mnt")
+            if waits {
+                XCTAssertEqual(again.status, 0, again.stderr)
+                XCTAssertEqual(again.stderr, "")
+                XCTAssertTrue(Self.ended(pid), "the old daemon must be gone")
+                XCTAssertNotEqual(MountProbe.daemonPID(sb, mp), pid)
+                XCTAssertEqual(writer.wait(10), 0)
+            } else {
+                XCTAssertEqual(again.status, 16, again.stderr)
+                XCTAssertEqual(again.stderr, "photovault: the vault at \(mp) is still closing after a lock (photovault process \(pid) "
+                               + "waits for the files open there to be closed): try again once 'photovault status' no longer lists it\n")
+                XCTAssertFalse(Self.ended(pid))
+                writer.stop()
+                XCTAssertTrue(Harness.waitUntil(10) { Self.ended(pid) }, "the daemon must end once the file is closed")
+                mp = sb.mount(at: "mnt")
+            }
+        }
+        sb.unmount(mp)
+    }
+
+    /// Gone, or a zombie nobody has reaped yet (it holds nothing any more).
+    static func ended(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return true }
+        return stat[stat.index(close, offsetBy: 2)...].hasPrefix("Z")
+    }
 }

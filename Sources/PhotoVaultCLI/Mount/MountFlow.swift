@@ -33,6 +33,7 @@ enum MountFlow {
         if realStore.hasPrefix(realMP + "/") {
             throw args.usageError("the store \(realStore) is inside the mountpoint \(realMP): choose a directory outside it")
         }
+        try waitForClosingDaemon(RuntimeRegistry().entry(forMountpoint: settings.mountpoint))
         try prepareMountpoint(settings.mountpoint, isDefault: args.argument("MOUNTPOINT") == nil)
         settings.mountpoint = RuntimeRegistry.canonical(settings.mountpoint)
         settings.store = RuntimeRegistry.canonical(settings.store)
@@ -51,7 +52,10 @@ enum MountFlow {
         defer { opened.masterKey.wipe() }
         let tag = RuntimeRegistry.treeTag(opened.treeID)
         if let other = RuntimeRegistry().entries().first(where: { $0.store == settings.store && $0.treeTag == tag }) {
-            throw CLIError.vaultAlreadyMounted(mountpoint: other.mountpoint, pid: other.pid)
+            try waitForClosingDaemon(other)
+            if RuntimeRegistry.isRunning(other.pid, startTime: other.startTime) {
+                throw CLIError.vaultAlreadyMounted(mountpoint: other.mountpoint, pid: other.pid)
+            }
         }
         if settings.foreground {
             return MountDaemon.serve(settings: settings, masterKey: opened.masterKey.copy(), treeID: opened.treeID,
@@ -64,6 +68,31 @@ enum MountFlow {
         }
         print("Mounted the vault of \(user) at \(settings.mountpoint)")
         return 0
+    }
+
+    /// How long `mount` waits for a daemon that is going away.
+    static let closingWait = 5.0
+
+    /// A daemon that is going away (after `lock` with `--on-lock unmount`, the idle timer, a
+    /// signal) still holds its mountpoint, registry entry and mount lock for a moment, or for as
+    /// long as its lock grace lets files open for writing finish, or (its mount detached) until
+    /// the files still open there are closed. `mount` used to answer "a vault is already
+    /// mounted" / "this vault is already mounted" then, which `unmount` contradicted ("no vault
+    /// is mounted"). It waits a little for such a daemon and, if it is still there, says so.
+    static func waitForClosingDaemon(_ entry: RuntimeRegistry.Entry?) throws {
+        guard let e = entry else { return }
+        let reply = try? ControlClient.send(path: RuntimeRegistry().socketPath(forMountpoint: e.mountpoint),
+                                            request: ControlRequest(command: "status"), timeout: 3)
+        let state = reply?.message.split(separator: " ").first { $0.hasPrefix("state=") }.map { String($0.dropFirst(6)) }
+        let mounted = MountInfoEntry.at(e.mountpoint)?.fsType == MountInfoEntry.photoVaultType
+        // Unreachable and no longer mounted: past its control socket, on its way out.
+        guard state == LockController.State.grace.rawValue || state == LockController.State.closing.rawValue
+                || (reply == nil && !mounted) else { return }
+        let deadline = monotonicMs() + closingWait * 1000
+        while RuntimeRegistry.isRunning(e.pid, startTime: e.startTime) && monotonicMs() < deadline { usleep(50_000) }
+        if RuntimeRegistry.isRunning(e.pid, startTime: e.startTime) {
+            throw CLIError.vaultClosing(mountpoint: e.mountpoint, pid: e.pid)
+        }
     }
 
     /// The mountpoint must be an empty directory that is not already mounted; the default
