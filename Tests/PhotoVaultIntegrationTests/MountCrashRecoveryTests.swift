@@ -115,4 +115,36 @@ final class MountCrashRecoveryTests: XCTestCase {
             LockSourceTests.assertLockUnmounts(sb, mp, "SIG\(name)") { pid in kill(pid, sig) }
         }
     }
+
+    /// `unmount` returns once the daemon has ended, even when nobody reaps it at once: here
+    /// `mount` runs under a child subreaper (python3, prctl PR_SET_CHILD_SUBREAPER) that never
+    /// reaps, so the daemon stays a zombie after it exits (as under a container's init that
+    /// reaps late). `unmount` waited with kill(pid, 0), which succeeds on a zombie, and so took
+    /// its full 10 s every time.
+    func testUnmountDoesNotWaitForTheDaemonsZombieToBeReaped() throws {
+        let sb = Sandbox("pv-zombie")
+        sb.initStore()
+        let mp = sb.plainDir("mnt")
+        let reaper = """
+            import ctypes, subprocess, sys, time
+            ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+            print("mount=%d" % subprocess.run(sys.argv[1:]).returncode, flush=True)
+            time.sleep(120)
+            """
+        let holder = try BackgroundProcess(["/usr/bin/python3", "-c", reaper, Harness.binary, "mount", mp, "--store", sb.store,
+                                            "--user", "alice", "--passfile", sb.passfile, "--no-dbus"],
+                                           env: sb.env, output: sb.root + "/reaper.log")
+        sb.mounts.append(mp)
+        XCTAssertTrue(Harness.waitUntil(30) { holder.output.contains("mount=") }, holder.output)
+        XCTAssertTrue(holder.output.contains("mount=0"), holder.output)
+        let pid = try XCTUnwrap(MountProbe.daemonPID(sb, mp))
+        let start = Date()
+        sb.unmount(mp)
+        let took = Date().timeIntervalSince(start)
+        XCTAssertLessThan(took, 5, "unmount waited for the zombie to be reaped")
+        XCTAssertTrue(MountProbe.hasEnded(pid))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: "/proc/\(pid)"), "the daemon must still be an unreaped zombie")
+        XCTAssertTrue(holder.isRunning, "the subreaper must still hold the zombie during the unmount")
+        holder.stop()
+    }
 }

@@ -82,26 +82,19 @@ final class MountExclusivityTests: XCTestCase {
             if waits {
                 XCTAssertEqual(again.status, 0, again.stderr)
                 XCTAssertEqual(again.stderr, "")
-                XCTAssertTrue(Self.ended(pid), "the old daemon must be gone")
+                XCTAssertTrue(MountProbe.hasEnded(pid), "the old daemon must be gone")
                 XCTAssertNotEqual(MountProbe.daemonPID(sb, mp), pid)
                 XCTAssertEqual(writer.wait(10), 0)
             } else {
                 XCTAssertEqual(again.status, 16, again.stderr)
                 XCTAssertEqual(again.stderr, "photovault: the vault at \(mp) is still closing after a lock (photovault process \(pid) "
                                + "waits for the files open there to be closed): try again once 'photovault status' no longer lists it\n")
-                XCTAssertFalse(Self.ended(pid))
+                XCTAssertFalse(MountProbe.hasEnded(pid))
                 writer.stop()
-                XCTAssertTrue(Harness.waitUntil(10) { Self.ended(pid) }, "the daemon must end once the file is closed")
+                XCTAssertTrue(Harness.waitUntil(10) { MountProbe.hasEnded(pid) }, "the daemon must end once the file is closed")
                 mp = sb.mount(at: "mnt")
             }
         }
         sb.unmount(mp)
-    }
-
-    /// Gone, or a zombie nobody has reaped yet (it holds nothing any more).
-    static func ended(_ pid: pid_t) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return true }
-        return stat[stat.index(close, offsetBy: 2)...].hasPrefix("Z")
     }
 }

@@ -181,10 +181,12 @@ enum MountFlow {
             if output.contains("busy") { throw CLIError.mountBusy(mp) }
             throw CLIError.failed("unmounting \(mp) failed: \(output.trimmedWhitespace())")
         }
-        // Wait for the daemon to zero its keys and exit.
-        if let pid = entry?.pid {
+        // Wait for the daemon to zero its keys and exit. Not with kill(pid, 0), which also
+        // succeeds on the zombie it is until its new parent reaps it: under a parent that reaps
+        // late (a container's init, a subreaper) every unmount took up to 10 s.
+        if let e = entry {
             let deadline = monotonicMs() + 10_000
-            while kill(pid, 0) == 0 && monotonicMs() < deadline { usleep(20_000) }
+            while RuntimeRegistry.isRunning(e.pid, startTime: e.startTime) && monotonicMs() < deadline { usleep(20_000) }
         }
         return 0
     }
