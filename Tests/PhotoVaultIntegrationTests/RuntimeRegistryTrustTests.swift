@@ -15,7 +15,8 @@ final class RuntimeRegistryTrustTests: XCTestCase {
         for (change, undo) in [("chown 65534 \(Sandbox.quote(registry))", "chown 0 \(Sandbox.quote(registry))"),
                                ("chmod 0755 \(Sandbox.quote(registry))", "chmod 0700 \(Sandbox.quote(registry))")] {
             sb.ok(change)
-            for args in [["status"], ["lock", mp]] {
+            // unlock too: it used to say "no vault is mounted at ..." about the mounted vault.
+            for args in [["status"], ["lock", mp], ["unlock", mp, "--user", "alice", "--passfile", sb.passfile]] {
                 let r = sb.pv(args)
                 XCTAssertEqual(r.status, 1, "\(change): \(args[0]): \(r.stdout) \(r.stderr)")
                 XCTAssertEqual(r.stdout, "", "\(change): \(args[0])")

@@ -199,6 +199,9 @@ enum MountFlow {
 
     static func unlock(_ args: ParsedArguments) throws -> Int32 {
         let mp = RuntimeRegistry.canonical(args.mountpoint)
+        // As lock and status do: an untrusted registry lists nothing, and unlock then said
+        // "no vault is mounted" about a mounted vault.
+        try RuntimeRegistry().checkDirectory()
         guard let entry = RuntimeRegistry().entry(forMountpoint: mp) else { throw unregistered(mp) }
         let layout = StoreLayout(root: entry.store)
         let password = try PasswordInput().password(args)
