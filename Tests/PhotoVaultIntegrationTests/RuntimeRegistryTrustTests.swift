@@ -52,6 +52,15 @@ final class RuntimeRegistryTrustTests: XCTestCase {
         XCTAssertTrue(r.stderr.hasPrefix("photovault: warning: control socket unavailable: \(registry) is not a private directory"), r.stderr)
         XCTAssertTrue(r.stderr.contains("'photovault lock', 'unlock' and 'status' will not reach this mount"), r.stderr)
         sb.ok("chown 0 \(Sandbox.quote(registry))")
+        // The directory trusted again, lock and unlock find no entry there: they say why, not
+        // "no vault is mounted at ..." (exit 18) about the mounted vault.
+        for args in [["lock", mp], ["unlock", mp, "--user", "alice", "--passfile", sb.passfile]] {
+            let l = sb.pv(args)
+            XCTAssertEqual(l.status, 1, "\(args[0]): \(l.stderr)")
+            XCTAssertEqual(l.stderr, "photovault: the vault at \(mp) is mounted, but its daemon is not registered in \(registry) "
+                           + "(its control socket could not be made when it was mounted), so lock and unlock cannot reach it; "
+                           + "'photovault unmount \(mp)' still works\n")
+        }
         sb.unmount(mp)
     }
 

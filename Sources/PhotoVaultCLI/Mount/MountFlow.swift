@@ -255,13 +255,18 @@ enum MountFlow {
     }
 
     /// Why `lock`/`unlock` find no mount of this user registered at `mp`: another user's
-    /// PhotoVault mount, or a dead one (they used to say "no vault is mounted").
+    /// PhotoVault mount, a dead one, or one whose daemon could not register (they used to say
+    /// "no vault is mounted").
     private static func unregistered(_ mp: String) -> CLIError {
         guard let m = MountInfoEntry.at(mp), m.fsType == MountInfoEntry.photoVaultType else { return .notMounted(mp) }
         if let owner = m.ownerUID, owner != getuid() { return .otherUsersMount(mp, uid: owner) }
         var st = stat()
         if stat(mp, &st) != 0 && errno == ENOTCONN { return .deadMount(m.mountpoint, fsType: m.fsType) }
-        return .notMounted(mp)
+        // A live mount of this user whose daemon could not register (`mount` warned of it):
+        // "no vault is mounted" was false.
+        return .failed("the vault at \(m.mountpoint) is mounted, but its daemon is not registered in "
+                       + "\(RuntimeRegistry().directory) (its control socket could not be made when it was mounted), "
+                       + "so lock and unlock cannot reach it; 'photovault unmount \(m.mountpoint)' still works")
     }
 
     /// Runs a tool, returning its status and combined output.
