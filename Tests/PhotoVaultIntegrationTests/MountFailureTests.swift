@@ -225,18 +225,18 @@ final class MountFailureTests: XCTestCase {
         sb.unmount(sb.mount(at: "mnt"))
     }
 
-    /// The daemon dies after it mounted but before it said "ready": `mount` runs with a
-    /// file-size limit of 0 (prlimit), which its daemon inherits, so that writing its registry
-    /// entry (after the mount, before the ready line) kills the daemon with SIGXFSZ. (The
-    /// command itself writes only to pipes here, which the limit does not touch.) The dead
-    /// mount stays at the mountpoint; `mount` names it and the command that clears it (exit
-    /// 25, the dead-mount code) instead of only "exited before the mount was ready" (exit 1).
-    /// The named command then clears it and the vault mounts there again.
+    /// The daemon dies after it mounted but before it said "ready": `mount` runs under
+    /// strace, which kills the daemon with SIGKILL at its first bind(2), that of its control
+    /// socket (after the mount, before the ready line; nothing else in `mount --no-dbus`
+    /// binds). The dead mount stays at the mountpoint; `mount` names it and the command that
+    /// clears it (exit 25, the dead-mount code) instead of only "exited before the mount was
+    /// ready" (exit 1). The named command then clears it and the vault mounts there again.
     func testADaemonThatDiesAfterMountingNamesTheDeadMountItLeaves() {
         let sb = Sandbox("pv-diedready")
         sb.initStore()
         let mp = sb.plainDir("mnt")
-        let r = sb.run("prlimit --fsize=0 -- \(Sandbox.quote(Harness.binary)) \(sb.mountArguments(mp))")
+        let r = sb.run("strace -f -qq -o /dev/null -e trace=bind -e inject=bind:signal=SIGKILL "
+                       + "\(Sandbox.quote(Harness.binary)) \(sb.mountArguments(mp))")
         sb.mounts.append(mp)   // a dead mount left if the test fails is cleared at the end
         XCTAssertEqual(r.status, 25, r.stderr)
         XCTAssertEqual(r.stdout, "")
@@ -297,6 +297,23 @@ final class MountFailureTests: XCTestCase {
         XCTAssertEqual(sb.ok("cat \(Sandbox.quote(mp))/f.jpg"), "BUSY-CONTENT\n", "a refused unmount must leave the mount working")
         holder.terminate()
         holder.waitUntilExit()
+        sb.unmount(mp)
+    }
+
+    /// A mount under a file-size limit (`ulimit -f`, limits.conf), which its daemon inherits:
+    /// a write into the store beyond it fails with EFBIG ("File too large") and the mount
+    /// stays. SIGXFSZ used to kill the daemon, leaving a dead mount and losing the writes it
+    /// had not flushed.
+    func testAFileSizeLimitFailsTheWriteAndKeepsTheMount() {
+        let sb = Sandbox("pv-fsize")
+        sb.initStore()
+        let mp = sb.mountWrapped("prlimit --fsize=2000000 --", at: "mnt")
+        let qm = Sandbox.quote(mp)
+        let big = sb.run("head -c 3000000 /dev/urandom > \(qm)/big.jpg")
+        XCTAssertNotEqual(big.status, 0)
+        XCTAssertTrue(big.stderr.contains("File too large"), big.stderr)
+        XCTAssertEqual(MountProbe.state(sb, mp), "unlocked", "the daemon must still serve the mount")
+        XCTAssertEqual(sb.ok("printf kept > \(qm)/small.txt && cat \(qm)/small.txt"), "kept")
         sb.unmount(mp)
     }
 

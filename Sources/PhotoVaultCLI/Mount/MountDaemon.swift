@@ -53,6 +53,10 @@ enum MountDaemon {
         // tee dies of too) must not kill the daemon before it unmounts: that left a dead
         // mount and lost the writes it had not flushed. Writes fail with EPIPE instead.
         signal(SIGPIPE, SIG_IGN)
+        // Likewise a file-size limit (`ulimit -f`, limits.conf) reached by a write into the store:
+        // the writer gets EFBIG. It killed the daemon, leaving a dead mount and losing the
+        // writes it had not flushed.
+        signal(SIGXFSZ, SIG_IGN)
         lockMemory(log: log)
         let layout = StoreLayout(root: settings.store)
         let config: StoreConfig
