@@ -97,4 +97,42 @@ final class MountExclusivityTests: XCTestCase {
         }
         sb.unmount(mp)
     }
+
+    /// Two `mount` commands at one mountpoint at once (here alice's and bob's): alice's daemon
+    /// is held 3 s inside mount(2) by strace's fault injection, after it found the mountpoint
+    /// free; bob's mount comes meanwhile. Both used to mount, bob's first and alice's on top of
+    /// it, and `status` and `lock` then reached bob's hidden mount, not the visible one. Now
+    /// bob's daemon waits for alice's mount, finds it and refuses (exit 16); one mount stays.
+    func testTwoMountsAtOneMountpointAtOnceDoNotStack() throws {
+        let sb = Sandbox("pv-stack")
+        sb.initStore(users: ["alice", "bob"])
+        let mp = sb.plainDir("mnt")
+        sb.mounts += [mp, mp]
+        let first = try BackgroundProcess(["/usr/bin/strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=mount",
+                                           "-e", "inject=mount:delay_enter=3000000", Harness.binary, "mount", mp,
+                                           "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"],
+                                          env: sb.env, output: sb.root + "/first.log")
+        // Alice's daemon is inside mount(2) (165 on x86_64) once /proc shows it there.
+        let inMount = Harness.waitUntil(30) {
+            let d = Harness.run(["pgrep", "-f", "[_]_mount-daemon store=.* mountpoint=\(mp) "], timeout: 10).stdout
+            guard let pid = d.split(separator: "\n").first,
+                  let sc = try? String(contentsOfFile: "/proc/\(pid)/syscall", encoding: .utf8) else { return false }
+            return sc.hasPrefix("165 ")
+        }
+        XCTAssertTrue(inMount, first.output)
+        XCTAssertFalse(Harness.isMounted(mp))
+        let (second, _) = mount(sb, "bob", at: "mnt")
+        XCTAssertEqual(second.status, 16, second.stderr)
+        XCTAssertEqual(second.stderr, "photovault: a vault is already mounted at \(mp)\n")
+        // (strace itself runs until the daemon it still traces ends, at the unmount.)
+        XCTAssertTrue(Harness.waitUntil(30) { first.output.contains("\n") }, first.output)
+        XCTAssertEqual(first.output, "Mounted the vault of alice at \(mp)\n")
+        let mounts = (try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)).split(separator: "\n")
+            .filter { $0.split(separator: " ")[4] == mp }
+        XCTAssertEqual(mounts.count, 1, mounts.joined(separator: "\n"))
+        sb.ok("echo alice > \(Sandbox.quote(mp))/a.txt")
+        sb.unmount(mp)
+        XCTAssertEqual(first.wait(30), 0, first.output)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mp), [])
+    }
 }

@@ -98,7 +98,9 @@ enum MountDaemon {
         // And the background-request limit (0: the kernel's 12, as before change 26).
         if let n = ProcessInfo.processInfo.environment["PHOTOVAULT_MAX_BACKGROUND"].flatMap({ Int($0) }), n >= 0 { options.maxBackground = n }
         let fs: VaultFileSystem
+        let mountpointLock = MountpointLock(settings.mountpoint)
         do {
+            defer { mountpointLock.release() }
             fs = try VaultFileSystem(tree: tree, options: options, log: log)
             try fs.mount()
         } catch {
