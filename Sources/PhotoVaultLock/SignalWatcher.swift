@@ -1,15 +1,18 @@
 import Foundation
 import Glibc
 
-/// Turns SIGUSR1 into `.userSignal` and SIGTERM/SIGINT/SIGHUP/SIGQUIT into `.terminate(sig)`.
-/// (SIGQUIT, Ctrl-\ in a foreground mount, used to kill the daemon and leave a dead mount.)
+/// Turns SIGUSR1 into `.userSignal` and SIGTERM/SIGINT/SIGHUP/SIGQUIT, and the other signals
+/// whose default is to end the process without a core (SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF,
+/// SIGPWR, SIGIO, SIGSTKFLT), into `.terminate(sig)`. (SIGQUIT, Ctrl-\ in a foreground mount,
+/// and a stray `kill -USR2` or `kill -PWR` used to kill the daemon and leave a dead mount.)
 ///
 /// We install a sigaction handler that writes the signal number into a self-pipe, and a thread
 /// reads the pipe. Unlike signalfd (or DispatchSource signal sources), this does not depend on
 /// the signal being blocked in every thread of the process, which cannot be guaranteed once
 /// libraries have started their own threads. Only one SignalWatcher may be active at a time.
 public final class SignalWatcher: @unchecked Sendable {
-    public static let watchedSignals: [Int32] = [SIGUSR1, SIGTERM, SIGINT, SIGHUP, SIGQUIT]
+    public static let watchedSignals: [Int32] = [SIGUSR1, SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+                                                  SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGPWR, SIGIO, SIGSTKFLT]
 
     private let handler: @Sendable (LockReason) -> Void
     private let lock = NSLock()

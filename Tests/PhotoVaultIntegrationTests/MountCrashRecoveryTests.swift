@@ -109,7 +109,10 @@ final class MountCrashRecoveryTests: XCTestCase {
     func testTerminatingSignalsUnmountCleanly() {
         let sb = Sandbox("pv-signals")
         sb.initStore()
-        for (name, sig) in [("TERM", SIGTERM), ("INT", SIGINT), ("HUP", SIGHUP), ("QUIT", SIGQUIT)] {
+        // And the other signals whose default ends the process: they left a dead mount.
+        let others = [("USR2", SIGUSR2), ("ALRM", SIGALRM), ("VTALRM", SIGVTALRM), ("PROF", SIGPROF), ("PWR", SIGPWR),
+                      ("IO", SIGIO), ("STKFLT", SIGSTKFLT)]
+        for (name, sig) in [("TERM", SIGTERM), ("INT", SIGINT), ("HUP", SIGHUP), ("QUIT", SIGQUIT)] + others {
             let mp = sb.mount(at: "mnt-\(name)")
             sb.ok("printf x > \(Sandbox.quote(mp))/a.jpg")
             LockSourceTests.assertLockUnmounts(sb, mp, "SIG\(name)") { pid in kill(pid, sig) }
