@@ -20,6 +20,7 @@ public final class SignalWatcher: @unchecked Sendable {
     private var stopPipe: WakePipe?
     private var previous: [Int32: sigaction] = [:]
     private let finished = DispatchSemaphore(value: 0)
+    private let settled = DispatchSemaphore(value: 0)
 
     public init(handler: @escaping @Sendable (LockReason) -> Void) {
         self.handler = handler
@@ -45,13 +46,14 @@ public final class SignalWatcher: @unchecked Sendable {
             sigaction(sig, &action, &old)
             previous[sig] = old
         }
-        let t = Thread { [handler, finished] in
+        let t = Thread { [handler, finished, settled] in
             defer { finished.signal() }
             while true {
                 var fds = [pollfd(fd: signals.readFD, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: stopper.readFD, events: Int16(POLLIN), revents: 0)]
                 if poll(&fds, 2, -1) < 0 && errno != EINTR { return }
                 for sig in signals.drain() {
+                    if sig == 0 { settled.signal(); continue }   // settle()'s marker
                     handler(Int32(sig) == SIGUSR1 ? .userSignal : .terminate(Int32(sig)))
                 }
                 if fds[1].revents != 0 { return }
@@ -59,6 +61,18 @@ public final class SignalWatcher: @unchecked Sendable {
         }
         t.name = "photovault-signals"
         t.start()
+    }
+
+    /// Returns once every signal that came before the call (to this thread, or handled by
+    /// now) has been handed to the handler: a marker byte 0, which no signal has, follows them
+    /// through the pipe. Waits at most `timeout` seconds.
+    public func settle(timeout: Double = 2) {
+        lock.lock()
+        let signals = pipe
+        lock.unlock()
+        guard let signals else { return }
+        signals.wake(0)
+        _ = settled.wait(timeout: .now() + timeout)
     }
 
     /// Restores the previous dispositions and stops the reader thread.

@@ -119,6 +119,26 @@ final class MountCrashRecoveryTests: XCTestCase {
         }
     }
 
+    /// A terminating signal that comes while the daemon mounts (strace delivers SIGTERM at
+    /// its mount(2), so the daemon gets it just after the mount is made, before its signal
+    /// watcher used to start): the daemon unmounts, `mount` says why and exits 1, and nothing
+    /// stays. The signal used to kill the daemon and leave a dead mount (exit 25 with the
+    /// dead-mount message). A SIGTERM from a shutdown, or Ctrl-C on `mount -f`, met the same.
+    func testASignalWhileTheDaemonMountsLeavesNoMount() {
+        let sb = Sandbox("pv-earlysignal")
+        sb.initStore()
+        let mp = sb.plainDir("mnt")
+        let r = sb.mountUnderStrace(mp, fault: "mount:signal=SIGTERM")
+        sb.mounts.append(mp)
+        XCTAssertEqual(r.status, 1, r.stderr)
+        XCTAssertEqual(r.stderr, "photovault: the mount daemon was stopped by signal 15 (Terminated) before the mount was ready; "
+                       + "nothing is mounted\n")
+        XCTAssertFalse(Harness.isMounted(mp), "a mount (or a dead one) was left")
+        XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
+        sb.mounts.removeAll { $0 == mp }
+        sb.unmount(sb.mount(at: "mnt"))
+    }
+
     /// `unmount` returns once the daemon has ended, even when nobody reaps it at once: here
     /// `mount` runs under a child subreaper (python3, prctl PR_SET_CHILD_SUBREAPER) that never
     /// reaps, so the daemon stays a zombie after it exits (as under a container's init that

@@ -235,8 +235,7 @@ final class MountFailureTests: XCTestCase {
         let sb = Sandbox("pv-diedready")
         sb.initStore()
         let mp = sb.plainDir("mnt")
-        let r = sb.run("strace -f -qq -o /dev/null -e trace=bind -e inject=bind:signal=SIGKILL "
-                       + "\(Sandbox.quote(Harness.binary)) \(sb.mountArguments(mp))")
+        let r = sb.mountUnderStrace(mp, fault: "bind:signal=SIGKILL")
         sb.mounts.append(mp)   // a dead mount left if the test fails is cleared at the end
         XCTAssertEqual(r.status, 25, r.stderr)
         XCTAssertEqual(r.stdout, "")
@@ -368,6 +367,13 @@ final class MountFailureTests: XCTestCase {
 }
 
 extension Sandbox {
+    /// `photovault mount` of alice at `mp` under strace, which injects `fault` (strace's
+    /// `-e inject=SYSCALL:...`) into it and its daemon. strace returns when both are gone.
+    func mountUnderStrace(_ mp: String, fault: String) -> Harness.Result {
+        let syscall = fault.prefix { $0 != ":" }
+        return run("strace -f -qq -o /dev/null -e trace=\(syscall) -e inject=\(fault) \(Sandbox.quote(Harness.binary)) \(mountArguments(mp))")
+    }
+
     /// `mount MP --store ... --user alice --passfile ... --no-dbus`, quoted for a shell.
     func mountArguments(_ mp: String) -> String {
         ["mount", mp, "--store", store, "--user", "alice", "--passfile", passfile, "--no-dbus"]

@@ -97,6 +97,12 @@ enum MountDaemon {
         if ProcessInfo.processInfo.environment["PHOTOVAULT_DIRECT_WRITES"] == "0" { options.directWrites = false }
         // And the background-request limit (0: the kernel's 12, as before change 26).
         if let n = ProcessInfo.processInfo.environment["PHOTOVAULT_MAX_BACKGROUND"].flatMap({ Int($0) }), n >= 0 { options.maxBackground = n }
+        // Signals are watched from before the mount: one that came between the mount and the
+        // start of the watcher (SIGTERM from a shutdown, Ctrl-C on `mount -f`) killed the
+        // daemon and left a dead mount. Until the lock controller exists they are held.
+        let early = EarlySignals()
+        let signals = SignalWatcher(handler: { early.deliver($0) })
+        signals.start()
         let fs: VaultFileSystem
         let mountpointLock = MountpointLock(settings.mountpoint)
         do {
@@ -104,6 +110,7 @@ enum MountDaemon {
             fs = try VaultFileSystem(tree: tree, options: options, log: log)
             try fs.mount()
         } catch {
+            signals.stop()
             keyring.wipeAll()
             return fail(reporter, error)
         }
@@ -111,9 +118,9 @@ enum MountDaemon {
         let canonicalMP = RuntimeRegistry.canonical(settings.mountpoint)
         let controller = LockController(fs: fs, settings: settings, log: log)
         let handler: @Sendable (LockReason) -> Void = { controller.handle($0) }
-
-        let signals = SignalWatcher(handler: handler)
-        signals.start()
+        signals.settle()   // a signal handled by now may still be on its way to `early`
+        let held = early.attach(handler)
+        let stoppedBy = held.lazy.compactMap { r -> Int32? in if case .terminate(let sig) = r { return sig } else { return nil } }.first
         var idle: IdleTimer? = nil
         if let t = settings.idle {
             let timer = IdleTimer(timeout: t) { handler(.idle) }
@@ -155,7 +162,14 @@ enum MountDaemon {
         }
         let thumbnailGuard = settings.privateThumbnails ? ThumbnailGuard.activate(mountpoint: settings.mountpoint, log: log) : nil
         log("mounted \(canonicalMP)")
-        if let r = reporter, !r.succeed() {
+        if let sig = stoppedBy {
+            // Told to stop while it mounted: `photovault mount` hears of no mount, and none stays.
+            log("signal \(sig) before the mount was ready: unmounting")
+            reporter?.fail(code: 1, "the mount daemon was stopped by signal \(sig) (\(String(cString: strsignal(sig)))) "
+                           + "before the mount was ready; nothing is mounted")
+            controller.shutDown()
+            fs.requestExit()
+        } else if let r = reporter, !r.succeed() {
             // `photovault mount` is gone before it heard of the mount (Ctrl-C while it waited):
             // the user was told of no mount, so there is none. (The write used to kill the
             // daemon with SIGPIPE and leave a dead mount.)
@@ -164,6 +178,7 @@ enum MountDaemon {
             fs.requestExit()
         }
         if !settings.foreground { detachStdio() }
+        for r in held where stoppedBy == nil { handler(r) }   // a lock signal (SIGUSR1) that came early
         keeper?.start()
 
         let code = fs.run()
@@ -267,6 +282,28 @@ final class RegistrationKeeper: @unchecked Sendable {
     private static func exists(_ path: String) -> Bool {
         var st = stat()
         return lstat(path, &st) == 0
+    }
+}
+
+/// Signals that come while the daemon mounts, held until its lock controller takes them.
+final class EarlySignals: @unchecked Sendable {
+    private let lock = NSLock()
+    private var handler: (@Sendable (LockReason) -> Void)?
+    private var held: [LockReason] = []
+
+    func deliver(_ reason: LockReason) {
+        lock.lock()
+        guard let h = handler else { held.append(reason); lock.unlock(); return }
+        lock.unlock()
+        h(reason)
+    }
+
+    /// Hands every later signal to `handler`; returns those that came before.
+    func attach(_ handler: @escaping @Sendable (LockReason) -> Void) -> [LockReason] {
+        lock.lock(); defer { lock.unlock() }
+        self.handler = handler
+        defer { held = [] }
+        return held
     }
 }
 
