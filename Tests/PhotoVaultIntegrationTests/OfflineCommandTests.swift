@@ -418,6 +418,39 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertTrue(lines.last?.hasPrefix("checked 4 files, ") == true, r.stdout)
     }
 
+    /// `fsck --repair` when every lookup in the tree root fails (EIO injected with strace on
+    /// each `newfstatat` there from the one of `lost+found` on): it tried `lost+found.1`,
+    /// `lost+found.2`, … forever, passing over each name it could not stat, and hung. Now the
+    /// first such failure ends the search: one line names it, nothing is moved (the foreign
+    /// file stays where it is) and fsck ends with "problems found".
+    func testRepairEndsWhenLostAndFoundCannotBeStatted() throws {
+        // scripts/deps.sh installs strace for the tests: its absence is a failure, not a skip.
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace is missing: run scripts/deps.sh test")
+        let sb = Sandbox("pv-offline-lf-eio")
+        sb.initStore()
+        let root = sb.ok("ls -d \(Sandbox.quote(sb.store))/users/*").trimmingCharacters(in: .newlines)
+        XCTAssertFalse(root.isEmpty || root.contains("\n"), root)
+        try Data("foreign".utf8).write(to: URL(fileURLWithPath: root + "/foreign.txt"))
+        // Matched in the root: the stat of the root itself (1), of its .pvdir (2), then that of
+        // lost+found (3) and every later one. `timeout -s KILL` ends a hung fsck (strace, sent
+        // SIGTERM by the harness, would detach and leave it looping).
+        let r = Harness.run(["/usr/bin/strace", "-f", "-o", "/dev/null", "-P", root,
+                             "-e", "trace=newfstatat", "-e", "inject=newfstatat:error=EIO:when=3+",
+                             "/usr/bin/timeout", "-s", "KILL", "20", Harness.binary, "fsck", "--repair",
+                             "--store", sb.store, "--user", "alice", "--passfile", sb.passfile], env: sb.env, timeout: 60)
+        XCTAssertEqual(r.status, 21, r.stdout + r.stderr)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.first, "/lost+found: unreadable: cannot be looked at (stat: Input/output error): "
+                       + "repair moved nothing into /lost+found, damaged entries are left in place", r.stdout)
+        XCTAssertFalse(r.stdout.contains("repair: "), r.stdout)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: root + "/foreign.txt"), "left in place")
+        // Without the fault the same repair moves it.
+        let again = Self.pv(sb, ["fsck", "--repair"])
+        XCTAssertEqual(again.status, 21, again.stdout + again.stderr)
+        XCTAssertTrue(again.stdout.contains("repair: movedToLostAndFound(storePath: \"foreign.txt\""), again.stdout)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/foreign.txt"))
+    }
+
     /// A source ending in '/' names what it points to, as `cp -r P/ dest/`: a symlink to a
     /// directory is followed and the directory lands under the link's name (without the
     /// slash the symlink itself is copied); `F/` for anything but a directory is "Not a

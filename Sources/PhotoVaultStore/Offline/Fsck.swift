@@ -49,7 +49,17 @@ public final class Fsck {
             return walk.summary
         }
         walk.resolver = resolver
-        walk.summary.lostAndFound = lostAndFoundName(resolver)
+        switch lostAndFoundName(resolver) {
+        case .success(let name): walk.summary.lostAndFound = name
+        case .failure(let f):
+            // Nowhere to move to: repair leaves every damaged entry in place, and the walk
+            // examines all of the root (it skips no lost+found it could not look at).
+            walk.lostAndFoundFailure = f
+            if repair {
+                walk.report("/" + f.name, f.storePath, .unreadable,
+                            "cannot be looked at (\(f.error)): repair moved nothing into /\(Fsck.lostAndFoundName), damaged entries are left in place")
+            }
+        }
         walk.summary.directories += 1
         try walk.directory(resolver.root, storePath: "", isRoot: true)
         return walk.summary
@@ -58,23 +68,34 @@ public final class Fsck {
     /// Where repair puts what it moves: `lost+found` at the tree root, or — when an entry of
     /// that name is not a directory (a user's file, or a symlink) — the first of
     /// `lost+found.1`, `lost+found.2`, … that is a directory that opens (its `.pvdir`
-    /// authenticates) or free. An entry that cannot be stat'ed or opened is passed over like
-    /// a non-directory. The walk skips only the one chosen.
-    func lostAndFoundName(_ resolver: VaultResolver) -> String {
+    /// authenticates) or free. A directory that cannot be opened is passed over like a
+    /// non-directory. A candidate that cannot be stat'ed (EIO, EACCES, …) ends the search with
+    /// that error: passing over it, the next one could fail alike, and fsck looped forever.
+    /// The walk skips only the one chosen.
+    func lostAndFoundName(_ resolver: VaultResolver) -> Result<String, LostAndFoundFailure> {
         var n = 0
         while true {
             let name = n == 0 ? Fsck.lostAndFoundName : "\(Fsck.lostAndFoundName).\(n)"
             let plain = Array(name.utf8)
             let entry = VaultEntry(parent: resolver.root, name: plain, encoded: tree.names.encode(plain, in: resolver.root.info))
             switch Result(catching: { try entry.stat() }) {
-            case .success(nil): return name
+            case .success(nil): return .success(name)
             case .success(let st?) where OfflineSys.isDirectory(st):
                 // One whose own .pvdir is damaged cannot take entries: the walk reports it.
-                if (try? resolver.open(entry)) != nil { return name }
+                if (try? resolver.open(entry)) != nil { return .success(name) }
                 n += 1
-            default: n += 1
+            case .success: n += 1
+            case .failure(let error):
+                return .failure(LostAndFoundFailure(name: name, storePath: entry.encoded.entry, error: error))
             }
         }
+    }
+
+    /// The candidate for /lost+found that could not be stat'ed, and why.
+    struct LostAndFoundFailure: Error {
+        let name: String
+        let storePath: String
+        let error: Error
     }
 
     /// O_NOATIME (Linux: 01000000 on x86-64 and arm64): reading must not even touch atimes.
@@ -124,6 +145,8 @@ public final class Fsck {
         var resolver: VaultResolver!
         var summary = FsckSummary()
         var lostAndFound: VaultDirectory?
+        /// Set when no /lost+found could be chosen: repair then moves nothing.
+        var lostAndFoundFailure: LostAndFoundFailure?
 
         init(tree: UserTree, repair: Bool, progress: @escaping (ProgressEvent) -> Void) {
             self.tree = tree
@@ -221,7 +244,7 @@ public final class Fsck {
                 return nil
             }
             let path = dir.path.appending(plain)
-            if isRoot && plain == Array(summary.lostAndFound.utf8) {
+            if isRoot && lostAndFoundFailure == nil && plain == Array(summary.lostAndFound.utf8) {
                 summary.lostAndFoundEntries += countVisible(dir.fd, e)
                 return nil
             }
@@ -510,7 +533,9 @@ public final class Fsck {
         }
 
         /// Moves `e` out of `dir` into /lost+found under a free name derived from `suggested`.
+        /// Leaves it in place when no /lost+found could be chosen (reported once, by `run`).
         mutating func quarantine(_ dir: VaultDirectory, _ e: OfflineSys.Entry, storePath: String, suggested: String, isLong: Bool) throws {
+            guard lostAndFoundFailure == nil else { return }
             let lf = try openLostAndFound()
             var base = Array(suggested.utf8)
             if base.count > 240 { base = Array(base.suffix(240)) }   // keep the distinctive end
