@@ -451,6 +451,31 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/foreign.txt"))
     }
 
+    /// A file whose `fstat` fails once it is open (EIO injected with strace on the second
+    /// `newfstatat` of its descriptor: the first is the open's own check that it is a regular
+    /// file) is `unreadable`, as other unreadable entries are. It was skipped without a word,
+    /// and fsck called the tree clean (exit 0, "0 problems").
+    func testAFileWhoseFstatFailsIsUnreadableNotSkipped() throws {
+        // scripts/deps.sh installs strace for the tests: its absence is a failure, not a skip.
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace is missing: run scripts/deps.sh test")
+        let sb = Sandbox("pv-offline-fstat-eio")
+        sb.initStore()
+        let src = sb.plainDir("src")
+        try Data(repeating: 7, count: 100_000).write(to: URL(fileURLWithPath: src + "/a.jpg"))
+        XCTAssertEqual(Self.pv(sb, ["import", src, "/v"]).status, 0)
+        let file = sb.ok("find \(Sandbox.quote(sb.store))/users -type f ! -name '.pv*'").trimmingCharacters(in: .newlines)
+        XCTAssertFalse(file.isEmpty || file.contains("\n"), file)
+        let r = Harness.run(["/usr/bin/strace", "-f", "-o", "/dev/null", "-P", file,
+                             "-e", "trace=newfstatat", "-e", "inject=newfstatat:error=EIO:when=2",
+                             Harness.binary, "fsck", "--store", sb.store, "--user", "alice", "--passfile", sb.passfile],
+                            env: sb.env, timeout: 60)
+        XCTAssertEqual(r.status, 21, r.stdout + r.stderr)
+        XCTAssertEqual(r.stdout.split(separator: "\n").map(String.init),
+                       ["/v/src/a.jpg: unreadable: fstat: Input/output error",
+                        "checked 1 files, 3 directories, 0 symlinks, 0 chunks: 1 problem"], r.stdout)
+        XCTAssertEqual(Self.pv(sb, ["fsck"]).status, 0, "the store is whole")
+    }
+
     /// A source ending in '/' names what it points to, as `cp -r P/ dest/`: a symlink to a
     /// directory is followed and the directory lands under the link's name (without the
     /// slash the symlink itself is copied); `F/` for anything but a directory is "Not a

@@ -375,7 +375,12 @@ public final class Fsck {
                 return false
             }
             summary.files += 1
-            guard let st = try? OfflineSys.fstat(fd) else { close(fd); return false }
+            let st: stat
+            do { st = try OfflineSys.fstat(fd) } catch {
+                close(fd)
+                report(display, storePath, .unreadable, "\(error)")   // not skipped: the tree is not known clean
+                return false
+            }
             if st.st_size > 0 && st.st_size < FileHeader.size {
                 close(fd)
                 report(display, storePath, .headerTruncated, "\(st.st_size) bytes, shorter than the \(FileHeader.size)-byte header")
