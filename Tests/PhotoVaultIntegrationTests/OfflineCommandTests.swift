@@ -476,6 +476,33 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(Self.pv(sb, ["fsck"]).status, 0, "the store is whole")
     }
 
+    /// A file of many damaged chunks (a real ciphertext file of 8 whole chunks, extended by
+    /// `truncate` with 65,536 chunks of zeros, none of which authenticates): the exact count
+    /// is reported, with the first 64 chunk indexes and "and N more". fsck kept every index in
+    /// memory (a sparse file of many GiB made the list unbounded) and printed ten and "…",
+    /// not saying how many were left out.
+    func testManyDamagedChunksAreCountedExactlyAndListedBounded() throws {
+        let sb = Sandbox("pv-offline-many-chunks")
+        sb.initStore()
+        let src = sb.plainDir("src")
+        try Data(repeating: 7, count: 8 * 4096).write(to: URL(fileURLWithPath: src + "/a.jpg"))
+        XCTAssertEqual(Self.pv(sb, ["import", src, "/v"]).status, 0)
+        let file = sb.ok("find \(Sandbox.quote(sb.store))/users -type f ! -name '.pv*'").trimmingCharacters(in: .newlines)
+        XCTAssertFalse(file.isEmpty || file.contains("\n"), file)
+        let size = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
+        XCTAssertEqual((size - 128) % 8, 0, "8 whole chunks after the 128-byte header: \(size)")
+        let sealed = (size - 128) / 8
+        XCTAssertEqual(truncate(file, off_t(size + 65536 * sealed)), 0)
+        let start = Date()
+        let r = Self.pv(sb, ["fsck"])
+        XCTAssertLessThan(Date().timeIntervalSince(start), 30)
+        XCTAssertEqual(r.status, 21, r.stdout + r.stderr)
+        let listed = (8..<72).map(String.init).joined(separator: ", ")
+        XCTAssertEqual(r.stdout.split(separator: "\n").map(String.init),
+                       ["/v/src/a.jpg: chunkDamaged: 65536 of 65544 chunks failed authentication (chunk \(listed) and 65472 more)",
+                        "checked 1 files, 3 directories, 0 symlinks, 8 chunks: 1 problem"], r.stdout)
+    }
+
     /// A source ending in '/' names what it points to, as `cp -r P/ dest/`: a symlink to a
     /// directory is followed and the directory lands under the link's name (without the
     /// slash the symlink itself is copied); `F/` for anything but a directory is "Not a

@@ -413,33 +413,50 @@ public final class Fsck {
             let (bad, failed, failure) = checkChunks(content, size: size)
             progress(.file(display, bytes: size))
             let total = (size + UInt64(tree.layout.chunkSize) - 1) / UInt64(tree.layout.chunkSize)
-            func chunks(_ list: [UInt64]) -> String {
+            func chunks(_ list: ChunkList) -> String {
                 "\(list.count) of \(total) chunk\(total == 1 ? "" : "s")"
             }
-            func which(_ list: [UInt64]) -> String {
-                "chunk " + list.prefix(10).map(String.init).joined(separator: ", ") + (list.count > 10 ? ", …" : "")
-            }
             if let failure = failure {
-                report(display, storePath, .unreadable, "\(chunks(failed)) could not be read (\(which(failed))): \(failure)")
+                report(display, storePath, .unreadable, "\(chunks(failed)) could not be read (\(failed)): \(failure)")
             }
-            guard bad.isEmpty else {
-                report(display, storePath, .chunkDamaged, "\(chunks(bad)) failed authentication (\(which(bad)))")
+            guard bad.count == 0 else {
+                report(display, storePath, .chunkDamaged, "\(chunks(bad)) failed authentication (\(bad))")
                 return true
             }
             return false
+        }
+
+        /// Chunk indexes of one file: the exact count, and only the first `kept` of them, so
+        /// that a huge file (a sparse one of a valid header and many GiB of zeros) cannot make
+        /// the list, and fsck's report, grow without bound.
+        struct ChunkList: CustomStringConvertible {
+            static let kept = 64
+            private(set) var count: UInt64 = 0
+            private(set) var first: [UInt64] = []
+
+            mutating func append(_ index: UInt64) {
+                count += 1
+                if first.count < Self.kept { first.append(index) }
+            }
+
+            /// `chunk 1, 5, 9` or, beyond the first `kept`, `chunk 0, 1, …, 63 and 1000 more`.
+            var description: String {
+                "chunk " + first.map(String.init).joined(separator: ", ")
+                    + (count > UInt64(first.count) ? " and \(count - UInt64(first.count)) more" : "")
+            }
         }
 
         /// Reads the file in large blocks; a block that fails is re-read chunk by chunk so that
         /// every damaged chunk is named, not only the first. Returns the chunks that failed
         /// authentication, and apart from them those that could not be read, with the first
         /// such error.
-        mutating func checkChunks(_ content: ContentFile, size: UInt64) -> (damaged: [UInt64], unreadable: [UInt64], Error?) {
+        mutating func checkChunks(_ content: ContentFile, size: UInt64) -> (damaged: ChunkList, unreadable: ChunkList, Error?) {
             let cs = UInt64(tree.layout.chunkSize)
             let chunksPerBlock = max(1, (1 << 20) / tree.layout.chunkSize)
             let block = chunksPerBlock * tree.layout.chunkSize
             let buf = UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 16)
             defer { secureZero(UnsafeMutableRawBufferPointer(start: buf, count: block)); buf.deallocate() }
-            var bad: [UInt64] = [], failed: [UInt64] = []
+            var bad = ChunkList(), failed = ChunkList()
             var failure: Error?
             var offset: UInt64 = 0
             while offset < size {
