@@ -194,20 +194,23 @@ final class InodeTable: @unchecked Sendable {
         }
     }
 
-    /// "dir/sub/name" of a node as far as the table knows it (for logs).
+    /// "/dir/sub/name" of a node as far as the table knows it (for logs): at most the last
+    /// `pathDepthLimit` names, and "…/" in front of the rest when the path is cut there (or
+    /// reaches a node the table no longer holds), so that a log line never shows a partial
+    /// path as if it were whole.
     func path(of id: UInt64) -> String {
         mutex.withLock {
             var parts: [String] = []
             var cur = id
-            var guardCount = 0
-            while cur != root.nodeID, let n = nodes[cur], guardCount < 256 {
+            while cur != root.nodeID, let n = nodes[cur], parts.count < Self.pathDepthLimit {
                 parts.append(String(decoding: n.name, as: UTF8.self))
                 cur = n.parentID
-                guardCount += 1
             }
-            return "/" + parts.reversed().joined(separator: "/")
+            return (cur == root.nodeID ? "/" : "…/") + parts.reversed().joined(separator: "/")
         }
     }
+
+    static let pathDepthLimit = 256
 
     func regularFileIDs() -> [UInt64] {
         mutex.withLock { nodes.values.filter { $0.isRegular }.map { $0.nodeID } }

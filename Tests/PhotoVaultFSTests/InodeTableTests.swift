@@ -27,6 +27,24 @@ final class InodeTableTests: XCTestCase {
         XCTAssertTrue(table.get(1) === table.root)
     }
 
+    /// Log lines name a node by its path, cut to the last 256 names: a deeper one starts with
+    /// "…/" (it started with "/", as if whole); one within the limit is whole.
+    func testALogPathCutAtItsDepthLimitSaysSo() throws {
+        let table = InodeTable(rootFD: -1, rootStat: stat(ino: 2, mode: S_IFDIR | 0o700))
+        var parent: UInt64 = 1
+        var ids: [UInt64] = []
+        for depth in 1...300 {
+            let st = stat(ino: UInt(100 + depth), mode: S_IFDIR | 0o700)
+            let node = try table.insert(fd: open("/dev/null", O_RDONLY), st: st, parent: parent, name: Array("d\(depth)".utf8))
+            ids.append(node.nodeID)
+            parent = node.nodeID
+        }
+        XCTAssertEqual(table.path(of: ids[2]), "/d1/d2/d3")
+        XCTAssertEqual(table.path(of: ids[255]), "/" + (1...256).map { "d\($0)" }.joined(separator: "/"), "256 deep: whole")
+        XCTAssertEqual(table.path(of: ids[299]), "…/" + (45...300).map { "d\($0)" }.joined(separator: "/"))
+        XCTAssertEqual(table.path(of: 1), "/")
+    }
+
     /// Backing files are told apart by (st_dev, st_ino): a tree may span file systems that
     /// number files alike. The tree's own file system keeps its numbers; the others (and
     /// numbers of 2^48 or more) get the top bit, a range per (dev, ino >> 48) and the low 48
