@@ -296,7 +296,16 @@ extension VaultFileSystem {
     /// The plaintext entries of directory `node` now, with "." and "..".
     /// `operation` (opendir, readdir) names the request in the log line of a failed listing.
     private func listing(of node: Inode, for operation: String) throws -> [OpenDirectory.Entry] {
-        let nm = try naming(of: node)
+        let nm: DirectoryNaming
+        do { nm = try naming(of: node) } catch {
+            // A `.pvdir` that fails authentication is logged by `fail`; one that cannot be read
+            // (EIO, EACCES, EMFILE) was logged only with debug on, so a listing failed unseen.
+            let e = FSError.from(error)
+            if case .integrity = e { throw e }
+            log("\(operation): the directory's \(DirectoryInfo.fileName) cannot be read (\(String(cString: strerror(e.errno)))): "
+                + (options.logsPlaintextPaths ? "listing \(table.path(of: node.nodeID)) fails" : "the listing fails"))
+            throw e
+        }
         var entries: [OpenDirectory.Entry] = []
         var st = stat()
         _ = fstatat(node.fd, "..", &st, AT_SYMLINK_NOFOLLOW)

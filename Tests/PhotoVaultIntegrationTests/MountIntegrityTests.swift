@@ -111,13 +111,7 @@ final class MountIntegrityTests: XCTestCase {
         XCTAssertTrue(Harness.waitUntil(5) { fg.log.contains("fails authentication") }, fg.log)
 
         for (errorName, message) in [("EIO", "Input/output error"), ("EACCES", "Permission denied")] {
-            let strace = Process()
-            strace.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
-            strace.arguments = ["-f", "-qq", "-o", "/dev/null", "-p", String(fg.process.processIdentifier), "-P", companion,
-                                "-e", "trace=pread64", "-e", "inject=pread64:error=\(errorName)"]
-            strace.standardOutput = FileHandle.nullDevice
-            strace.standardError = FileHandle.nullDevice
-            try strace.run()
+            let strace = try fg.injectFault(on: companion, syscall: "pread64", error: errorName)
             var r = sb.run("ls \(q)/album", timeout: 10)
             XCTAssertTrue(Harness.waitUntil(5) { r = sb.run("ls \(q)/album", timeout: 10); return r.status != 0 },
                           "with reads of the companion failing (\(errorName)) ls still succeeds: \(r.stdout)")
@@ -131,6 +125,42 @@ final class MountIntegrityTests: XCTestCase {
             XCTAssertEqual(sb.ok("ls \(q)/album"), long + "\n", errorName)
         }
         XCTAssertFalse(fg.log.contains("long-long"), "a plaintext name in the log: \(fg.log)")
+    }
+
+    /// A directory whose `.pvdir` the daemon cannot read (EIO injected with strace into the
+    /// running daemon, on its first read of that `.pvdir`) fails the listing with EIO, and
+    /// the log says so in one line naming the request (and, in the foreground, the path).
+    /// It logged nothing unless debug logging was on.
+    func testAnUnreadablePvdirFailsTheListingAndIsLogged() throws {
+        let sb = Sandbox("pv-pvdir-eio-mount")
+        sb.initStore()
+        let src = sb.plainDir("src")
+        try FileManager.default.createDirectory(atPath: src + "/album", withIntermediateDirectories: true)
+        try Data("A".utf8).write(to: URL(fileURLWithPath: src + "/album/a.jpg"))
+        XCTAssertEqual(sb.pv(["import", src + "/album", "/", "--store", sb.store, "--user", "alice", "--passfile", sb.passfile]).status, 0)
+        let pvdir = sb.ok("find \(Sandbox.quote(sb.store))/users -mindepth 3 -name .pvdir").trimmingCharacters(in: .newlines)
+        XCTAssertFalse(pvdir.isEmpty || pvdir.contains("\n"), pvdir)
+
+        // The daemon has not read album's .pvdir yet: strace is attached to all its threads
+        // before anything is listed.
+        let fg = try ForegroundMount(sandbox: sb, at: "mnt-alice")
+        XCTAssertTrue(fg.waitMounted(), "foreground mount did not appear: \(fg.log)")
+        defer { fg.stop(sb) }
+        let strace = try fg.injectFault(on: pvdir, syscall: "pread64", error: "EIO")
+        let q = Sandbox.quote(fg.mountpoint)
+        let r = sb.run("ls \(q)/album", timeout: 10)
+        strace.terminate()
+        strace.waitUntilExit()
+        XCTAssertNotEqual(r.status, 0, r.stdout)
+        XCTAssertEqual(r.stdout, "")
+        XCTAssertTrue(r.stderr.contains("Input/output error"), r.stderr)
+        // In the foreground (`-f`) the daemon logs plaintext paths (MountDaemon); in the
+        // background it would say "the listing fails".
+        XCTAssertTrue(Harness.waitUntil(5) {
+            fg.log.contains("opendir: the directory's .pvdir cannot be read (Input/output error): listing /album fails")
+        }, fg.log)
+        // Reads work again: so does the listing.
+        XCTAssertEqual(sb.ok("ls \(q)/album"), "a.jpg\n")
     }
 
     /// A store whose tree spans two file systems (here the store on one tmpfs and a second

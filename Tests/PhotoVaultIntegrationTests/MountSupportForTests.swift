@@ -76,6 +76,30 @@ final class ForegroundMount {
 
     func waitMounted() -> Bool { Harness.waitUntil(10) { Harness.isMounted(mountpoint) } }
 
+    /// Attaches strace to the daemon (all its threads) making every `syscall` on `path` fail
+    /// with `errorName`, and returns once every thread is traced; terminate the returned
+    /// process to end the fault.
+    func injectFault(on path: String, syscall: String, error errorName: String) throws -> Process {
+        // scripts/deps.sh installs strace for the tests: its absence is a failure, not a skip.
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace is missing: run scripts/deps.sh test")
+        let pid = process.processIdentifier
+        let strace = Process()
+        strace.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
+        strace.arguments = ["-f", "-qq", "-o", "/dev/null", "-p", String(pid), "-P", path,
+                            "-e", "trace=\(syscall)", "-e", "inject=\(syscall):error=\(errorName)"]
+        strace.standardOutput = FileHandle.nullDevice
+        strace.standardError = FileHandle.nullDevice
+        try strace.run()
+        XCTAssertTrue(Harness.waitUntil(10) {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+            return !tasks.isEmpty && tasks.allSatisfy { t in
+                let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/status", encoding: .utf8)) ?? ""
+                return status.split(separator: "\n").contains { $0.hasPrefix("TracerPid:") && !$0.hasSuffix("\t0") }
+            }
+        }, "strace did not attach to the daemon")
+        return strace
+    }
+
     /// Unmounts through the command and waits for the foreground daemon to exit.
     func stop(_ sandbox: Sandbox) {
         sandbox.unmount(mountpoint)
