@@ -6,10 +6,12 @@ import PhotoVaultStore
 /// (CommandSpec); these compute them.
 public enum Defaults {
     /// `$PHOTOVAULT_STORE` if set and non-empty, else `${XDG_DATA_HOME:-$HOME/.local/share}/photovault/store`.
+    /// A relative XDG_DATA_HOME is ignored, as the XDG base-directory spec asks (it would
+    /// put the store under whatever directory the command happens to run in).
     public static func storePath(environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let s = env["PHOTOVAULT_STORE"], !s.isEmpty { return s }
         let data: String
-        if let x = env["XDG_DATA_HOME"], !x.isEmpty {
+        if let x = env["XDG_DATA_HOME"], x.hasPrefix("/") {
             data = x
         } else {
             data = homeDirectory(environment: env) + "/.local/share"

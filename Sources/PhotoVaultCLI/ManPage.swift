@@ -66,7 +66,7 @@ public enum ManPage {
         out.append(".TP")
         out.append(".B XDG_DATA_HOME")
         out.append(text("Without PHOTOVAULT_STORE the store is $XDG_DATA_HOME/photovault/store "
-                         + "(~/.local/share/photovault/store if unset)."))
+                         + "(~/.local/share/photovault/store if unset or not an absolute path)."))
         out.append(".PP")
         out.append(text("Passwords are never read from the environment."))
         out.append(".SH FILES")

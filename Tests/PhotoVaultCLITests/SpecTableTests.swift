@@ -99,6 +99,7 @@ final class SpecTableTests: XCTestCase {
         XCTAssertEqual(Defaults.storePath(environment: ["PHOTOVAULT_STORE": "/v", "HOME": "/h"]), "/v")
         XCTAssertEqual(Defaults.storePath(environment: ["XDG_DATA_HOME": "/x", "HOME": "/h"]), "/x/photovault/store")
         XCTAssertEqual(Defaults.storePath(environment: ["HOME": "/h"]), "/h/.local/share/photovault/store")
+        XCTAssertEqual(Defaults.storePath(environment: ["XDG_DATA_HOME": "rel", "HOME": "/h"]), "/h/.local/share/photovault/store")
         XCTAssertEqual(Defaults.storePath(environment: ["PHOTOVAULT_STORE": "", "XDG_DATA_HOME": "", "HOME": "/h"]),
                        "/h/.local/share/photovault/store")
         XCTAssertEqual(Defaults.mountpoint(environment: ["HOME": "/h"]), "/h/PhotoVault")

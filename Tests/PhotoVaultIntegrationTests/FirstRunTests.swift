@@ -110,6 +110,36 @@ sys.exit(0 if status == 0 else 1)
         assertFailure(s.pv(["user", "check", "alice"]), 3, "no PhotoVault store")
     }
 
+    /// The XDG base-directory spec says a relative XDG_DATA_HOME or XDG_CONFIG_HOME must be
+    /// ignored. Both used to be taken as they were: the default store (and a non-root user's
+    /// device secret) went under whatever directory the command ran in.
+    func testARelativeXDGDataOrConfigHomeIsIgnored() throws {
+        let s = Sandbox("xdg-relative")
+        let cwd = s.plainDir("cwd"), home = s.plainDir("home")
+        var env = s.env
+        env["XDG_DATA_HOME"] = "rel"
+        env["HOME"] = home
+        let r = Harness.run([Harness.binary, "init"], env: env, cwd: cwd)
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: cwd), [], "init wrote under the working directory")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: home + "/.local/share/photovault/store/photovault.conf"))
+
+        // The device secret of a user other than root: $XDG_CONFIG_HOME/photovault/device-secret.
+        let store = home + "/store-nobody", pf = s.root + "/pass-nobody"
+        try FileManager.default.copyItem(atPath: s.passfile, toPath: pf)
+        XCTAssertEqual(Harness.run(["chown", "-R", "nobody:", cwd, home, pf]).status, 0)
+        env["XDG_CONFIG_HOME"] = "rel-config"
+        let asNobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "env", "-u", "PHOTOVAULT_DEVICE_SECRET",
+                        Harness.binary]
+        let i = Harness.run(asNobody + ["init", "--store", store], env: env, cwd: cwd)
+        XCTAssertEqual(i.status, 0, i.stderr)
+        let add = Harness.run(asNobody + ["user", "add", "alice", "--store", store, "--passfile", pf, "--this-device-only"],
+                              env: env, cwd: cwd)
+        XCTAssertEqual(add.status, 0, add.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: cwd), [], "the device secret went under the working directory")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: home + "/.config/photovault/device-secret"))
+    }
+
     func testFirstMountAtATerminalCreatesTheStoreAndShowsTheRecoveryKey() throws {
         let s = Sandbox("first-run")
         let defaultStore = s.root + "/data/photovault/store"

@@ -12,11 +12,12 @@ public enum DeviceSecret {
     public static let systemPath = "/var/lib/photovault/device-secret"
 
     /// `$PHOTOVAULT_DEVICE_SECRET` if set; else the system path for root, else
-    /// `${XDG_CONFIG_HOME:-~/.config}/photovault/device-secret`.
+    /// `${XDG_CONFIG_HOME:-~/.config}/photovault/device-secret` (a relative XDG_CONFIG_HOME
+    /// is ignored, as the XDG base-directory spec asks).
     public static func path() -> String {
         if let p = env(pathVariable) { return p }
         if geteuid() == 0 { return systemPath }
-        let config = env("XDG_CONFIG_HOME") ?? StorePath.join(home(), ".config")
+        let config = env("XDG_CONFIG_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil } ?? StorePath.join(home(), ".config")
         return StorePath.join(StorePath.join(config, "photovault"), "device-secret")
     }
 
