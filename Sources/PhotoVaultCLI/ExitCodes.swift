@@ -40,7 +40,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: 9, meaning: "corrupt account record or store"),
         ExitCodeEntry(code: 10, meaning: "unknown store format version"),
         ExitCodeEntry(code: storeBusy, meaning: "the store is busy (another photovault command or a mount holds it)"),
-        ExitCodeEntry(code: 12, meaning: "key-derivation cost below the allowed floor (tampered record?)"),
+        ExitCodeEntry(code: 12, meaning: "key-derivation cost below the allowed floor (tampered account record or store config?)"),
         ExitCodeEntry(code: 13, meaning: "the account is bound to another device"),
         ExitCodeEntry(code: noFuseDevice, meaning: "no usable /dev/fuse (missing, not the FUSE device, or this process may not open it)"),
         ExitCodeEntry(code: mountpointNotEmptyDirectory, meaning: "the mountpoint is not an empty directory"),

@@ -68,8 +68,9 @@ public struct StoreConfig: Equatable, Sendable {
               let floor = w.kdfFloor, let saltText = w.accountNameSalt,
               let salt = Base64URL.decode(saltText), salt.count == 16, let nameKDF = w.accountNameKDF
         else { throw StoreError.corruptStore("\(fileName) is missing fields or has invalid values") }
-        guard floor.isAtLeast(.floor), nameKDF.opsLimit >= 1, nameKDF.memLimit >= 8 * 1024 * 1024 else {
-            throw StoreError.weakKDFParameters
+        guard floor.isAtLeast(.floor) else { throw StoreError.weakStoreKDFParameters(field: "kdfFloor") }
+        guard nameKDF.opsLimit >= 1, nameKDF.memLimit >= 8 * 1024 * 1024 else {
+            throw StoreError.weakStoreKDFParameters(field: "accountNameKDF")
         }
         for (field, p) in [("kdfFloor", floor), ("accountNameKDF", nameKDF)] where !AccountRecord.isWithinCeilings(p) {
             throw StoreError.corruptStore("\(fileName): \(field) is above the accepted maximum "

@@ -16,6 +16,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case corruptStore(String)
     case unknownVersion(found: Int, supported: Int)
     case weakKDFParameters
+    /// A cost in the store config (`kdfFloor`, `accountNameKDF`) below the allowed floor.
+    case weakStoreKDFParameters(field: String)
     case storeBusy
     case wrongDevice
     case integrity(path: String, detail: String)     // authentication failure of data
@@ -55,7 +57,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .corruptRecord, .corruptStore: return 9
         case .unknownVersion: return 10
         case .storeBusy: return 11
-        case .weakKDFParameters: return 12
+        case .weakKDFParameters, .weakStoreKDFParameters: return 12
         case .wrongDevice: return 13
         case .noSpace, .destinationFull: return 19
         case .exists, .storeExists: return 20
@@ -82,6 +84,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .corruptStore(let d): return "the store is corrupt: \(d)"
         case .unknownVersion(let f, let s): return "unknown format version \(f) (this photovault reads version \(s))"
         case .weakKDFParameters: return "the account record's Argon2id cost is below the allowed floor (tampered record?)"
+        case .weakStoreKDFParameters(let f):
+            return "the store config's \(f) Argon2id cost is below the allowed floor (tampered \(StoreConfig.fileName)?)"
         case .storeBusy: return "the store is locked by another photovault command; try again"
         case .wrongDevice: return "this account is bound to another device (--this-device-only) or the device secret changed"
         case .integrity(let p, let d): return "integrity check failed for \(p): \(d)"

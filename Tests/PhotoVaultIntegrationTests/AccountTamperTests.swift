@@ -181,6 +181,25 @@ final class AccountTamperTests: XCTestCase {
         XCTAssertFalse(Harness.isMounted(mp))
     }
 
+    /// A lowered cost in the store config (not in an account record) is exit 12 too, and the
+    /// message names the config and the field; it used to blame "the account record".
+    func testLoweredStoreConfigCostNamesTheConfigNotARecord() throws {
+        let s = Sandbox("tamper-config-cost")
+        s.initStore()
+        let path = s.store + "/photovault.conf"
+        let saved = try Data(contentsOf: URL(fileURLWithPath: path))
+        for (field, lower) in [("kdfFloor", ["opsLimit": 1, "memLimit": 64 << 20]), ("accountNameKDF", ["opsLimit": 2, "memLimit": 1 << 20])] {
+            var json = try XCTUnwrap(JSONSerialization.jsonObject(with: saved) as? [String: Any])
+            json[field] = lower
+            try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys]).write(to: URL(fileURLWithPath: path))
+            let r = s.pv(["user", "check", "alice", "--store", s.store])
+            assertFailure(r, 12, "the store config's \(field) Argon2id cost is below the allowed floor (tampered photovault.conf?)", field)
+            XCTAssertFalse(r.stderr.contains("account record"), r.stderr)
+        }
+        try saved.write(to: URL(fileURLWithPath: path))
+        XCTAssertEqual(s.pv(["user", "check", "alice", "--store", s.store]).status, 0)
+    }
+
     func testLoweredArgon2CostIsRefusedBeforeHashing() throws {
         let s = Sandbox("tamper-cost")
         s.initStore()

@@ -88,7 +88,7 @@ final class ConfigTests: XCTestCase {
                                       ("accountNameKDF", ["opsLimit": 2, "memLimit": 1024 * 1024])]
         for (key, value) in cases {
             let content = try edited(layout) { $0[key] = value }
-            expectLoadFails(layout, content: content, { $0 == .weakKDFParameters }, "\(key) \(value)")
+            expectLoadFails(layout, content: content, { $0 == .weakStoreKDFParameters(field: key) }, "\(key) \(value)")
         }
         // A stronger floor is accepted.
         let stronger = try edited(layout) { $0["kdfFloor"] = ["opsLimit": 4, "memLimit": 512 * 1024 * 1024] }
