@@ -538,6 +538,37 @@ final class OfflineCommandTests: XCTestCase {
         assertFailure(Self.pv(sb, ["import", src + "/F/", "/m"]), 1, "Not a directory", "through the mount")
     }
 
+    /// An import whose source is missing or is `file/` (not a directory) copies nothing and
+    /// leaves no destination directory behind, offline and through a live mount: it used to
+    /// make DEST (and its parents) first, then fail.
+    func testAnImportThatCopiesNothingMakesNoDestination() {
+        let sb = Sandbox("pv-offline-nodest")
+        sb.initStore()
+        let src = sb.plainDir("src")
+        sb.ok("printf a > \(Sandbox.quote(src))/a.jpg")
+        let out = sb.plainDir("out")
+        let bad = [(src + "/a.jpg/", 1, "Not a directory"), (src + "/missing", 24, "not found"), (src + "/missing/", 24, "not found")]
+        for (source, code, message) in bad {
+            assertFailure(Self.pv(sb, ["import", source, "/new/deep"]), Int32(code), message, source)
+            assertFailure(Self.pv(sb, ["export", "/new", out]), 24, "not found: /new", source)
+        }
+        // With a good source next to a bad one, nothing is made either (the bad one is first
+        // found, before anything is copied).
+        assertFailure(Self.pv(sb, ["import", src + "/a.jpg", src + "/a.jpg/", "/new"]), 1, "Not a directory")
+        assertFailure(Self.pv(sb, ["export", "/new", out]), 24, "not found: /new")
+
+        let mp = sb.mount()
+        for (source, code, message) in bad {
+            assertFailure(Self.pv(sb, ["import", source, "/live/deep"]), Int32(code), message, "through the mount: \(source)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/live"), "through the mount: \(source)")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mp), [])
+        // A good import still makes its destination.
+        let ok = Self.pv(sb, ["import", src + "/a.jpg", "/live/deep"])
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(mp))/live/deep/a.jpg"), "a")
+    }
+
     func testClassSetGetAndList() {
         let (sb, src) = Self.importedTree("pv-offline-class", at: "/c")
 

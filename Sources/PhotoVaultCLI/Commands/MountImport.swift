@@ -79,6 +79,8 @@ extension MountRoute {
     @discardableResult
     static func copy(_ sources: [String], to mp: String, dest: VaultPath, class cls: ProtectionClass?, force: Bool,
                      skipped: (String) -> Void = { _ in }) throws -> Int {
+        // As offline: a missing source or a `file/` fails before DEST is made.
+        for source in sources { try Importer.checkSource(source) }
         try makeDirectories(mp, dest)
         let destDir = Array(path(mp, dest).utf8)
         var resolved: [[UInt8]] = []

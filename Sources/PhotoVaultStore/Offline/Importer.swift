@@ -80,19 +80,12 @@ public final class Importer {
         }
         var treeStat = stat()
         if lstat(tree.root, &treeStat) == 0 { run.treeIdentity = (treeStat.st_dev, treeStat.st_ino) }
+        // A missing source or a `file/` fails before DEST is made, so that it is not left behind.
+        for source in sources { try Importer.checkSource(source) }
         let destDir = try resolver.directory(try VaultPath(vaultDir), create: true)
         for source in sources {
-            let (dirPath, name) = try Importer.split(source)
-            // `P/` is read as the directory itself ("." in it, opened through the link).
-            let follow = Importer.followsLink(source)
-            let dirfd = open(follow ? source : dirPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard dirfd >= 0 else {
-                if follow && errno == ENOENT { throw StoreError.notFound(source) }
-                throw StoreError.posix("open \(follow ? source : dirPath)")   // ENOTDIR for `file/`, as cp
-            }
+            let (dirfd, cname, name, st) = try Importer.openSource(source)
             defer { close(dirfd) }
-            let cname = Array((follow ? "." : name).utf8CString)
-            guard let st = try OfflineSys.lstat(dirfd, cname) else { throw StoreError.notFound(source) }
             let plain = Array(name.utf8)
             let entry = VaultEntry(parent: destDir, name: plain, encoded: tree.names.encode(plain, in: destDir.info))
             try run.entry(dirfd: dirfd, name: cname, stat: st, to: entry, resolver: resolver)
@@ -100,6 +93,35 @@ public final class Importer {
         // What landed directly in the destination (its subdirectories synced themselves).
         try AtomicFile.syncDirectory(destDir.fd, vaultDir)
         return run.summary
+    }
+
+    /// Opens the local directory `source` is read from; returns it, the name to lstat in it,
+    /// the name the source lands under, and its lstat. `notFound` if it does not exist,
+    /// ENOTDIR for `file/` (as cp).
+    static func openSource(_ source: String) throws -> (Int32, [CChar], String, stat) {
+        let (dirPath, name) = try Importer.split(source)
+        // `P/` is read as the directory itself ("." in it, opened through the link).
+        let follow = Importer.followsLink(source)
+        let dirfd = open(follow ? source : dirPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dirfd >= 0 else {
+            if follow && errno == ENOENT { throw StoreError.notFound(source) }
+            throw StoreError.posix("open \(follow ? source : dirPath)")   // ENOTDIR for `file/`, as cp
+        }
+        let cname = Array((follow ? "." : name).utf8CString)
+        do {
+            guard let st = try OfflineSys.lstat(dirfd, cname) else { throw StoreError.notFound(source) }
+            return (dirfd, cname, name, st)
+        } catch {
+            close(dirfd)
+            throw error
+        }
+    }
+
+    /// Fails as the import of `source` would fail at its start (missing, `file/`), so that
+    /// an import that would copy nothing makes no destination directory.
+    public static func checkSource(_ source: String) throws {
+        let (dirfd, _, _, _) = try openSource(source)
+        close(dirfd)
     }
 
     /// Whether a source names what it points to, as for `cp -r`: `P/` with a trailing slash
