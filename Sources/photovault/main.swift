@@ -2,5 +2,6 @@ import PhotoVaultCLI
 
 ProcessSetup.openStandardDescriptors()
 ProcessSetup.hardenProcess()
+ProcessSetup.restoreChildSignal()
 ProcessSetup.runDaemonIfRequested(CommandLine.arguments)
 PhotoVaultCLI.main()

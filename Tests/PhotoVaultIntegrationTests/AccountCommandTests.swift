@@ -69,6 +69,23 @@ final class AccountCommandTests: XCTestCase {
         XCTAssertFalse(Harness.isMounted(mp))
     }
 
+    /// Started by a caller that ignores SIGCHLD (the setting survives exec), photovault had
+    /// its children reaped by the kernel: waitpid gave ECHILD (the mount daemon looked reaped
+    /// by someone else) and a failing --extpass command's status read as 0, a success.
+    func testAnIgnoredSIGCHLDFromTheCallerDoesNotHideAFailingExtpass() {
+        let s = Sandbox("acct-sigchld")
+        s.initStore()
+        let failing = "cat \(Sandbox.quote(s.passfile)); exit 3"
+        let r = Harness.run(["perl", "-e", "$SIG{CHLD} = 'IGNORE'; exec @ARGV or die", Harness.binary,
+                             "class", "list", "/", "--store", s.store, "--user", "alice", "--extpass", failing], env: s.env)
+        assertFailure(r, 27, "the --extpass command failed (exit status 3)")
+        // The same command with a succeeding --extpass still works there.
+        let ok = Harness.run(["perl", "-e", "$SIG{CHLD} = 'IGNORE'; exec @ARGV or die", Harness.binary,
+                              "class", "list", "/", "--store", s.store, "--user", "alice", "--extpass", "cat \(Sandbox.quote(s.passfile))"],
+                             env: s.env)
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+    }
+
     func testUserNameThatIsNotUTF8IsRefused() {
         let s = Sandbox("acct-utf8")
         s.initStore(users: [])

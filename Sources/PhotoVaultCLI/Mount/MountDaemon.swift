@@ -434,6 +434,18 @@ public enum ProcessSetup {
         }
     }
 
+    /// A SIGCHLD the caller ignored (SIG_IGN, or SA_NOCLDWAIT) survives exec: the kernel then
+    /// reaps our children itself and waitpid fails with ECHILD, so the mount daemon looked
+    /// reaped by someone else, and a failing --extpass command or tool (Foundation's Process
+    /// leaves the status at 0 then) read as a success. The default is restored first.
+    public static func restoreChildSignal() {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = SIG_DFL
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = 0
+        sigaction(SIGCHLD, &action, nil)
+    }
+
     /// Runs the background mount daemon if this process was started as one.
     public static func runDaemonIfRequested(_ argv: [String]) {
         if argv.count > 1 && argv[1] == DaemonLauncher.daemonCommand {
