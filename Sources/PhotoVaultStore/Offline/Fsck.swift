@@ -248,14 +248,7 @@ public final class Fsck {
                 summary.lostAndFoundEntries += countVisible(dir.fd, e)
                 return nil
             }
-            let st: stat
-            do {
-                guard let s = try OfflineSys.lstat(dir.fd, e.cName) else { return nil }   // vanished
-                st = s
-            } catch {
-                report(path.description, sp, .unreadable, "\(error)")
-                return nil
-            }
+            guard let st = lstatEntry(dir, e, shown: path.description, storePath: sp) else { return nil }
             var damaged = false
             var healthy: VaultDirectory?
             if OfflineSys.isDirectory(st) {
@@ -275,20 +268,21 @@ public final class Fsck {
             return healthy.map { (dir: $0, storePath: sp) }
         }
 
+        /// The lstat of entry `e` of `dir`; nil if it vanished meanwhile, or (reported
+        /// `unreadable`) if it cannot be stat'ed.
+        mutating func lstatEntry(_ dir: VaultDirectory, _ e: OfflineSys.Entry, shown: String, storePath: String) -> stat? {
+            do { return try OfflineSys.lstat(dir.fd, e.cName) } catch {
+                report(shown, storePath, .unreadable, "\(error)")
+                return nil
+            }
+        }
+
         /// The tree's mount lock (`TreeLock.mountLockName`): any regular file will do (it is
         /// only flocked). Anything else — a FIFO, socket, device, directory or symlink — makes
         /// every mount fail (`corruptStore`), so it is damage, and repair moves it whole into
         /// /lost+found like any misshapen entry; the next mount creates a new one.
         mutating func mountLock(_ root: VaultDirectory, _ e: OfflineSys.Entry, shown: String, storePath: String) throws {
-            let st: stat
-            do {
-                guard let s = try OfflineSys.lstat(root.fd, e.cName) else { return }   // vanished
-                st = s
-            } catch {
-                report(shown, storePath, .unreadable, "\(error)")
-                return
-            }
-            guard !OfflineSys.isRegular(st) else { return }
+            guard let st = lstatEntry(root, e, shown: shown, storePath: storePath), !OfflineSys.isRegular(st) else { return }
             report(shown, storePath, .mountLockDamaged,
                    "the mount lock is \(OfflineSys.typeName(st)), not a regular file: the tree cannot be mounted")
             if repair { try quarantine(root, e, storePath: storePath, suggested: "mount-lock " + e.name, isLong: false) }
