@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 import PhotoVaultCrypto
 
 /// Crash-safe replacement of small files (credential records, store config, headers):
@@ -139,18 +140,19 @@ public enum FileIO {
 
     /// Opens a file PhotoVault itself reads or locks inside the store (`.pvdir`, long-name
     /// companions, the config, account records, lock files, ciphertext files the offline
-    /// tools open after a stat). Whoever can write the store can put anything in its place.
-    /// Anything but a regular file is refused before it is opened (`fstatat` without
-    /// following): opening a device node runs its driver's open, which can act (a tape
-    /// rewinds, a modem hangs up), `O_NONBLOCK` or not. The open itself never follows a
-    /// symlink (`O_NOFOLLOW`) and never waits for a FIFO's writer (`O_NONBLOCK`; harmless on
-    /// a regular file), and `fstat` then confirms that the descriptor is the regular file
-    /// that was checked (same st_dev and st_ino): one swapped in between is refused too, a
-    /// regular file replaced by another (a rename over it) is checked again. Anything but a
-    /// regular file is thrown as `misshapen` (default `.corruptStore`, exit 9; EIO and a log
-    /// line in the daemon). Other failures are `.posix` with the errno (ENOENT included).
-    /// With `O_CREAT` a missing file is created with `O_EXCL`, so that nothing put in its
-    /// place meanwhile is opened.
+    /// tools open after a stat). Whoever can write the store can put anything in its place,
+    /// at any moment. Opening a device node runs its driver's open, which can act (a tape
+    /// rewinds, a modem hangs up), `O_NONBLOCK` or not, and opening a FIFO can wait for good;
+    /// so the name is first opened with `O_PATH | O_NOFOLLOW`, which runs no driver's open,
+    /// never waits and never follows a symlink (it gives the link itself). `fstat` on that
+    /// descriptor says what the name held at that moment; only a regular file is then opened
+    /// for reading or writing, through `/proc/self/fd/N`, which reaches that same inode
+    /// whatever has been renamed over the name since. No device, FIFO or socket swapped in
+    /// at any time is ever opened. Anything but a regular file is thrown as `misshapen`
+    /// (default `.corruptStore`, exit 9; EIO and a log line in the daemon). Other failures
+    /// are `.posix` with the errno (ENOENT included). With `O_CREAT` a missing file is
+    /// created with `O_EXCL | O_NOFOLLOW`, so that nothing put in its place meanwhile is
+    /// opened.
     public static func openRegular(_ dirfd: Int32, _ name: UnsafePointer<CChar>, _ flags: Int32 = O_RDONLY,
                                    mode: mode_t = 0, what: @autoclosure () -> String,
                                    misshapen: ((String) -> StoreError)? = nil) throws -> Int32 {
@@ -158,44 +160,43 @@ public enum FileIO {
             let w = what()
             return misshapen?(w) ?? .corruptStore("\(w) is not a regular file")
         }
-        // ELOOP: a symlink (O_NOFOLLOW); ENXIO/ENODEV: a socket or a device without a
-        // driver; EISDIR: a directory opened for writing (all swapped in after the check).
-        func openFailed(_ e: Int32) -> StoreError {
-            if e == ELOOP || e == ENXIO || e == ENODEV || e == EISDIR { return notRegular() }
-            return StoreError.posix("open \(what())", e)
-        }
         let creates = flags & O_CREAT != 0
-        // A file replaced (or created, or removed) between the check and the open is checked
-        // again; only a store being rewritten without pause can exhaust the attempts.
+        // A file created or removed by someone else between the two opens is looked at again;
+        // only a store being rewritten without pause can exhaust the attempts.
         for _ in 0..<8 {
-            var before = stat()
-            guard fstatat(dirfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0 else {
+            let pathFD = pv_openat(dirfd, name, pv_o_path() | O_NOFOLLOW | O_CLOEXEC, 0)
+            guard pathFD >= 0 else {
                 let e = errno
                 guard e == ENOENT, creates else { throw StoreError.posix("open \(what())", e) }
                 let fd = openat(dirfd, name, flags | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode)
                 if fd >= 0 { return fd }   // made here: a regular file
-                if errno == EEXIST { continue }
-                throw openFailed(errno)
+                let made = errno
+                if made == EEXIST { continue }
+                // ELOOP: a symlink; EISDIR: a directory (both put in its place meanwhile).
+                if made == ELOOP || made == EISDIR { throw notRegular() }
+                throw StoreError.posix("open \(what())", made)
             }
-            guard before.st_mode & S_IFMT == S_IFREG else { throw notRegular() }
-            let fd = openat(dirfd, name, (flags & ~O_CREAT) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            defer { close(pathFD) }
+            var st = stat()
+            guard Glibc.fstat(pathFD, &st) == 0 else { throw StoreError.posix("fstat \(what())") }
+            guard st.st_mode & S_IFMT == S_IFREG else { throw notRegular() }
+            // The same inode, by the descriptor's magic link (not followed by name: O_NOFOLLOW
+            // would refuse the link itself). O_NONBLOCK is harmless on a regular file.
+            let fd = open(procFD(pathFD), (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_NONBLOCK | O_CLOEXEC)
             guard fd >= 0 else {
                 let e = errno
-                if e == ENOENT && creates { continue }
-                throw openFailed(e)
+                if e == ENOENT, access("/proc/self/fd", F_OK) != 0 {
+                    throw StoreError.io(errno: ENOENT, context: "open \(what()) through /proc/self/fd (is /proc mounted?)")
+                }
+                throw StoreError.posix("open \(what())", e)
             }
-            var st = stat()
-            guard Glibc.fstat(fd, &st) == 0 else {
-                let e = errno
-                close(fd)
-                throw StoreError.posix("fstat \(what())", e)
-            }
-            guard st.st_mode & S_IFMT == S_IFREG else { close(fd); throw notRegular() }
-            if st.st_dev == before.st_dev && st.st_ino == before.st_ino { return fd }
-            close(fd)
+            return fd
         }
-        throw StoreError.posix("open \(what()) (replaced again and again while it was opened)", EAGAIN)
+        throw StoreError.posix("open \(what()) (created and removed again and again while it was opened)", EAGAIN)
     }
+
+    /// `/proc/self/fd/N`: the file an `O_PATH` descriptor refers to, for opening it for real.
+    static func procFD(_ fd: Int32) -> String { "/proc/self/fd/\(fd)" }
 
     public static func readAll(_ fd: Int32, limit: Int) throws -> [UInt8] {
         var out = [UInt8]()

@@ -431,13 +431,15 @@ final class OfflineCommandTests: XCTestCase {
         let root = sb.ok("ls -d \(Sandbox.quote(sb.store))/users/*").trimmingCharacters(in: .newlines)
         XCTAssertFalse(root.isEmpty || root.contains("\n"), root)
         try Data("foreign".utf8).write(to: URL(fileURLWithPath: root + "/foreign.txt"))
-        // Matched in the root: the stat of the root itself (1), of its .pvdir (2), then that of
-        // lost+found (3) and every later one. `timeout -s KILL` ends a hung fsck (strace, sent
-        // SIGTERM by the harness, would detach and leave it looping).
+        // Matched in the root: the stat of the root itself (1), then that of lost+found (2) and
+        // every later one (its .pvdir is opened O_PATH and stat'ed by that descriptor, which
+        // -P does not match). `timeout -s KILL` ends a hung fsck (strace, sent SIGTERM by the
+        // harness, would detach and leave it looping).
         let r = Harness.run(["/usr/bin/strace", "-f", "-o", "/dev/null", "-P", root,
-                             "-e", "trace=newfstatat", "-e", "inject=newfstatat:error=EIO:when=3+",
+                             "-e", "trace=newfstatat", "-e", "inject=newfstatat:error=EIO:when=2+",
                              "/usr/bin/timeout", "-s", "KILL", "20", Harness.binary, "fsck", "--repair",
                              "--store", sb.store, "--user", "alice", "--passfile", sb.passfile], env: sb.env, timeout: 60)
+        // The injected EIO hits the root's listing too: no damaged entry is even seen.
         XCTAssertEqual(r.status, 21, r.stdout + r.stderr)
         let lines = r.stdout.split(separator: "\n").map(String.init)
         XCTAssertEqual(lines.first, "/lost+found: unreadable: cannot be looked at (stat: Input/output error): "
