@@ -438,6 +438,23 @@ final class OfflineFsckTests: XCTestCase {
         XCTAssertEqual(s.actions, [])
     }
 
+    /// A root `.pvdir` of a version this photovault does not read (a newer one's, or tampered)
+    /// is a problem fsck reports, with and without repair (nothing below can be named, so
+    /// repair changes nothing); fsck used to stop with `unknownVersion` (exit 10).
+    func testRootDirectoryInfoOfAnUnknownVersionIsReportedNotFatal() throws {
+        let (tree, _, _) = try buildTree()
+        let fd = open(tree.root + "/" + DirectoryInfo.fileName, O_RDWR | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        XCTAssertEqual(pwrite(fd, [0x02], 1, 3), 1)   // the version byte after "PVD"
+        close(fd)
+        for repair in [false, true] {
+            let s = try Fsck(tree: tree).run(repair: repair)
+            XCTAssertEqual(s.problems.map(\.description),
+                           ["/: directoryInfoDamaged: unknown format version 2 (this photovault reads version 1)"], "repair \(repair)")
+            XCTAssertEqual(s.actions, [])
+        }
+    }
+
     /// A file dropped into the store under a name holding a newline and a terminal escape is
     /// reported on one line, with the name escaped: it used to split the report into a line
     /// that looks like another problem, and to send the escape to the terminal.

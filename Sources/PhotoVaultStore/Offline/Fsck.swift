@@ -40,12 +40,14 @@ public final class Fsck {
         var walk = Walk(tree: tree, repair: repair, progress: progress)
         let resolver: VaultResolver
         do { resolver = try VaultResolver(tree: tree) }
-        catch StoreError.integrity(_, let d) {
+        catch let error where Fsck.isDamage(error) {
             // Without the root's .pvdir nothing below can be named; there is nowhere to repair to.
+            // Damage (a bad MAC, size or magic, or a version this photovault does not read) is
+            // reported as it is for any directory, not thrown.
             // Not `access`, which follows a symlink: a dangling one is there, and misshapen.
             var st = stat()
             let missing = lstat(StorePath.join(tree.root, DirectoryInfo.fileName), &st) != 0 && errno == ENOENT
-            walk.report("/", "", missing ? FsckProblem.Kind.directoryInfoMissing : .directoryInfoDamaged, d)
+            walk.report("/", "", missing ? FsckProblem.Kind.directoryInfoMissing : .directoryInfoDamaged, Fsck.detail(error))
             return walk.summary
         }
         walk.resolver = resolver
@@ -121,6 +123,12 @@ public final class Fsck {
         default:
             return false
         }
+    }
+
+    /// What a damage error says, without the path it names (the report has its own).
+    static func detail(_ error: Error) -> String {
+        if case StoreError.integrity(_, let d) = error { return d }
+        return "\(error)"
     }
 
     static func openForCheck(_ dirfd: Int32, _ name: [CChar], _ flags: Int32) -> Int32 {
@@ -345,9 +353,7 @@ public final class Fsck {
                     report(path.description, storePath, .unreadable, "cannot read \(DirectoryInfo.fileName): \(error)")
                     return (false, nil)
                 }
-                let detail: String
-                if case StoreError.integrity(_, let d) = error { detail = d } else { detail = "\(error)" }
-                report(path.description, storePath, missing == nil ? .directoryInfoMissing : .directoryInfoDamaged, detail)
+                report(path.description, storePath, missing == nil ? .directoryInfoMissing : .directoryInfoDamaged, Fsck.detail(error))
                 return (true, nil)
             }
             let dir = VaultDirectory(fd: fd, info: info, path: path)
