@@ -40,6 +40,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// `user remove --delete-photos` of an account whose vault is mounted: nothing removed.
     case deleteWhileMounted(user: String, mountpoint: String?, pid: Int32)
     case fsckFoundDamage(problems: Int)
+    /// `fsck --repair` left damaged entries in place (it could not move them): the repair is
+    /// incomplete, whatever else it did.
+    case fsckRepairIncomplete(problems: Int, leftInPlace: Int)
     case passwordsDoNotMatch
     case noTerminal
     case passwordTooLong(maximum: Int)
@@ -58,6 +61,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .notMounted, .notPhotoVaultMount: return ExitCodes.notMounted
         case .vaultMounted, .repairWhileMounted, .deleteWhileMounted: return ExitCodes.storeBusy
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
+        case .fsckRepairIncomplete: return ExitCodes.fsckRepairIncomplete
         case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed:
             return ExitCodes.passwordNotRead
         case .notImplemented, .failed, .otherUsersMount:
@@ -107,6 +111,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
             return "the vault of \(u) is mounted " + (mp.map { "at \($0)" } ?? "(photovault process \(pid))")
                 + ": unmount it before 'user remove --delete-photos' (nothing was removed)"
         case .fsckFoundDamage(let n): return "fsck found \(n) problem\(n == 1 ? "" : "s")"
+        case .fsckRepairIncomplete(let n, let left):
+            return "fsck found \(n) problem\(n == 1 ? "" : "s"); repair left \(left) damaged entr\(left == 1 ? "y" : "ies") in place"
         case .passwordsDoNotMatch: return "passwords do not match"
         case .noTerminal:
             return "no terminal to ask the password on; use --passfile, --password-stdin or --extpass"

@@ -23,6 +23,7 @@ public enum ExitCodes {
     public static let passwordNotRead: Int32 = 27
     /// StoreError.notConfirmedOnDisk's code.
     public static let notConfirmedOnDisk: Int32 = 28
+    public static let fsckRepairIncomplete: Int32 = 29
 
     /// Every code `photovault` can exit with, one meaning each: StoreError's codes (defined in
     /// PhotoVaultStore) and the CLI's own. A test checks every StoreError and CLIError maps
@@ -57,6 +58,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: partialTransfer, meaning: "import or export skipped some entries (each named on stderr); the rest was copied"),
         ExitCodeEntry(code: passwordNotRead, meaning: "the password could not be read (no terminal, the two entries differ, too long, or its file or command failed)"),
         ExitCodeEntry(code: notConfirmedOnDisk, meaning: "the change took effect but could not be confirmed on disk (a crash may undo it; the message says what)"),
+        ExitCodeEntry(code: fsckRepairIncomplete, meaning: "fsck --repair could not move some damaged entries into lost+found (each named); the rest was repaired"),
     ]
 
     public static func meaning(of code: Int32) -> String? { table.first { $0.code == code }?.meaning }

@@ -62,7 +62,7 @@ final class SpecTableTests: XCTestCase {
         }
         let cliErrors: [CLIError] = [
             .notImplemented("x"), .noFuseDevice(ENOENT), .noFuseDevice(EACCES), .notFuseDevice("a regular file"), .mountpointNotEmptyDirectory("/m"), .alreadyMounted("/m"),
-            .mountBusy("/m"), .notMounted("/m"), .fsckFoundDamage(problems: 2), .passwordsDoNotMatch,
+            .mountBusy("/m"), .notMounted("/m"), .fsckFoundDamage(problems: 2), .fsckRepairIncomplete(problems: 2, leftInPlace: 1), .passwordsDoNotMatch,
             .noTerminal, .passwordTooLong(maximum: 1), .cannotReadPassword(source: "f", errno: ENOENT),
             .externalPasswordCommandFailed(status: 1), .failed("x"), .deadMount("/m", fsType: "fuse.photovault"),
             .deadMount("/m", fsType: "fuse.sshfs"), .vaultMounted(user: "u", mountpoint: "/m", pid: 1),
@@ -80,6 +80,7 @@ final class SpecTableTests: XCTestCase {
         XCTAssertEqual(CLIError.mountBusy("/m").exitCode, 17)
         XCTAssertEqual(CLIError.notMounted("/m").exitCode, 18)
         XCTAssertEqual(CLIError.fsckFoundDamage(problems: 1).exitCode, 21)
+        XCTAssertEqual(CLIError.fsckRepairIncomplete(problems: 2, leftInPlace: 1).exitCode, 29)
         XCTAssertEqual(CLIError.deadMount("/m", fsType: "fuse.photovault").exitCode, 25)
         // Every way a password cannot be read has one code of its own (it used to be 1, "other failure").
         for e: CLIError in [.passwordsDoNotMatch, .noTerminal, .passwordTooLong(maximum: 1),

@@ -453,6 +453,35 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/foreign.txt"))
     }
 
+    /// `fsck --repair` that cannot move a damaged entry (here /lost+found cannot be made: the
+    /// tree root is immutable, which stops root too) names it in one escaped line, goes on
+    /// with the rest, and exits 29, "the repair is incomplete", not 21 as a finished repair
+    /// does. It used to stop at the first such entry with the mkdir's error (exit 1).
+    func testARepairThatCannotMoveAnEntryGoesOnAndExits29() throws {
+        let (sb, _) = Self.importedTree("pv-offline-repair-incomplete", at: "/v")
+        let root = sb.ok("ls -d \(Sandbox.quote(sb.store))/users/*").trimmingCharacters(in: .newlines)
+        let v = sb.ok("find \(Sandbox.quote(root)) -mindepth 1 -maxdepth 1 -type d").trimmingCharacters(in: .newlines)
+        XCTAssertFalse(v.isEmpty || v.contains("\n"), v)
+        try Data("foreign".utf8).write(to: URL(fileURLWithPath: v + "/foreign\nname.txt"))
+        XCTAssertEqual(Harness.run(["chattr", "+i", root]).status, 0, "chattr +i needs root on ext4/xfs/btrfs")
+        defer { _ = Harness.run(["chattr", "-i", root]) }
+        let r = Self.pv(sb, ["fsck", "--repair"])
+        XCTAssertEqual(r.status, 29, r.stdout + r.stderr)
+        XCTAssertEqual(r.stdout.split(separator: "\n").dropLast().map(String.init), [
+            "/v/foreign\\nname.txt: foreignEntry: not a PhotoVault name (a sync tool's conflict copy or a foreign file?)",
+            "/v/foreign\\nname.txt: repairFailed: not moved into /lost+found, left in place: "
+                + "cannot create or open /lost+found: mkdir: Operation not permitted",
+        ], r.stdout)
+        XCTAssertEqual(r.stderr, "photovault: fsck found 2 problems; repair left 1 damaged entry in place\n")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: v + "/foreign\nname.txt"), "left in place")
+
+        XCTAssertEqual(Harness.run(["chattr", "-i", root]).status, 0)
+        let again = Self.pv(sb, ["fsck", "--repair"])
+        XCTAssertEqual(again.status, 21, again.stdout + again.stderr)
+        XCTAssertTrue(again.stdout.contains("repair: movedToLostAndFound("), again.stdout)
+        XCTAssertEqual(Self.pv(sb, ["fsck"]).status, 0)
+    }
+
     /// A file whose `fstat` fails once it is open (EIO injected with strace on the second
     /// `newfstatat` of its descriptor: the first is the open's own check that it is a regular
     /// file) is `unreadable`, as other unreadable entries are. It was skipped without a word,

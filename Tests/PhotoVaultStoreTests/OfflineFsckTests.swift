@@ -368,6 +368,80 @@ final class OfflineFsckTests: XCTestCase {
         }
     }
 
+    /// `chattr +i` or `-i` on `path`: an immutable directory refuses entries to be made in it,
+    /// renamed into or out of it, even to root.
+    func chattr(_ flag: String, _ path: String) -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/chattr")
+        p.arguments = [flag, path]
+        try? p.run()
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+
+    /// Two damaged files and a leftover temp file, with a temp file in /photos to show that the
+    /// repair went on. Returns the temp file's store path.
+    func damageTwoFilesAndLeaveATemp(_ tree: UserTree) throws -> String {
+        try flip(tree, "/photos/a.jpg", at: Int64(tree.layout.sealedOffset(ofChunk: 1)) + 100)
+        try flip(tree, "/photos/deep/d.jpg", at: Int64(tree.layout.sealedOffset(ofChunk: 0)) + 100)
+        let photos = try VaultResolver(tree: tree).directory(VaultPath("/photos"))
+        let temp = AtomicFile.tempPrefix + "left"
+        close(openat(photos.fd, temp, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600))
+        return try entry(tree, "/photos").encoded.entry + "/" + temp
+    }
+
+    /// A /lost+found that cannot be created (the tree root is immutable) stops no repair:
+    /// each damaged entry gets one `repairFailed` line with the error and stays in place,
+    /// the repair goes on (the temp file is removed) and `leftInPlace` says it is incomplete.
+    /// The whole repair used to stop with the first entry's error.
+    func testRepairGoesOnWhenLostAndFoundCannotBeCreated() throws {
+        let (tree, _, _) = try buildTree()
+        let temp = try damageTwoFilesAndLeaveATemp(tree)
+        XCTAssertEqual(chattr("+i", tree.root), 0, "chattr +i needs root on ext4/xfs/btrfs")
+        defer { _ = chattr("-i", tree.root) }
+
+        let s = try Fsck(tree: tree).run(repair: true)
+        XCTAssertEqual(kinds(s), ["chunkDamaged /photos/a.jpg", "chunkDamaged /photos/deep/d.jpg", "leftoverTemp /photos/" + StorePath.basename(temp),
+                                  "repairFailed /photos/a.jpg", "repairFailed /photos/deep/d.jpg"])
+        for p in s.problems where p.kind == .repairFailed {
+            XCTAssertEqual(p.detail, "not moved into /lost+found, left in place: cannot create or open /lost+found: mkdir: Operation not permitted")
+            XCTAssertFalse(p.description.contains("\n"))
+        }
+        XCTAssertEqual(s.actions, [.removedTemp(storePath: temp)])
+        XCTAssertEqual(s.leftInPlace, 2)
+        XCTAssertNotNil(try entry(tree, "/photos/a.jpg").stat(), "a.jpg was moved")
+
+        XCTAssertEqual(chattr("-i", tree.root), 0)
+        let again = try Fsck(tree: tree).run(repair: true)
+        XCTAssertEqual(again.actions.count, 2, "\(again.actions)")
+        XCTAssertEqual(again.leftInPlace, 0)
+        XCTAssertEqual(try Fsck(tree: tree).run().problems, [])
+    }
+
+    /// A move into /lost+found that fails (here /lost+found is immutable: rename gives EPERM)
+    /// is reported for that entry, which stays in place, and the repair goes on.
+    func testRepairGoesOnWhenAMoveIntoLostAndFoundFails() throws {
+        let (tree, _, _) = try buildTree()
+        _ = try VaultResolver(tree: tree).directory(VaultPath("/lost+found"), create: true)
+        let temp = try damageTwoFilesAndLeaveATemp(tree)
+        let lf = tree.root + "/" + (try entry(tree, "/lost+found").encoded.entry)
+        XCTAssertEqual(chattr("+i", lf), 0, "chattr +i needs root on ext4/xfs/btrfs")
+        defer { _ = chattr("-i", lf) }
+
+        let s = try Fsck(tree: tree).run(repair: true)
+        XCTAssertEqual(s.problems.filter { $0.kind == .repairFailed }.map(\.description).sorted(), [
+            "/photos/a.jpg: repairFailed: not moved into /lost+found, left in place: rename photos%2Fa.jpg: Operation not permitted",
+            "/photos/deep/d.jpg: repairFailed: not moved into /lost+found, left in place: rename photos%2Fdeep%2Fd.jpg: Operation not permitted",
+        ])
+        XCTAssertEqual(s.actions, [.removedTemp(storePath: temp)])
+        XCTAssertEqual(s.leftInPlace, 2)
+        XCTAssertNotNil(try entry(tree, "/photos/deep/d.jpg").stat())
+
+        XCTAssertEqual(chattr("-i", lf), 0)
+        XCTAssertEqual(try Fsck(tree: tree).run(repair: true).actions.count, 2)
+        XCTAssertEqual(try Fsck(tree: tree).run().problems, [])
+    }
+
     func testDamagedXattrIsReportedButNotRepaired() throws {
         let (tree, _, _) = try buildTree()
         let e = try entry(tree, "/docs/short.txt")

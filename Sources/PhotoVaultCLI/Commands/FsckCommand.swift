@@ -28,6 +28,9 @@ enum FsckCommand {
         let specials = summary.specialFiles == 0 ? "" : "\(summary.specialFiles) special files, "
         print("checked \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks, "
               + specials + "\(summary.chunksChecked) chunks: \(summary.problems.count) problem\(summary.problems.count == 1 ? "" : "s")")
+        if summary.leftInPlace > 0 {
+            throw CLIError.fsckRepairIncomplete(problems: summary.problems.count, leftInPlace: summary.leftInPlace)
+        }
         if !summary.isClean { throw CLIError.fsckFoundDamage(problems: summary.problems.count) }
         return 0
     }

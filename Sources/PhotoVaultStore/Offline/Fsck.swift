@@ -16,7 +16,9 @@ import PhotoVaultCrypto
 ///     moved whole into `/lost+found` (an ordinary encrypted directory at the tree root,
 ///     created if missing) under a new, valid name;
 ///     a long-named entry's companion is removed after the move, as FORMAT.md prescribes for
-///     any entry leaving a directory;
+///     any entry leaving a directory; one that cannot be moved (`/lost+found` cannot be
+///     created or opened, or the rename fails) is reported `repairFailed`, counted in
+///     `FsckSummary.leftInPlace` and left in place, and the repair goes on;
 ///  2. leftover `.pvtmp-*` temp files are deleted (a temp directory only if it holds
 ///     nothing but `.pvdir` and temp files).
 /// Damage is only what was read and failed authentication or PhotoVault's format
@@ -155,6 +157,9 @@ public final class Fsck {
         var lostAndFound: VaultDirectory?
         /// Set when no /lost+found could be chosen: repair then moves nothing.
         var lostAndFoundFailure: LostAndFoundFailure?
+        /// Why /lost+found could not be created or opened, once it failed: every entry repair
+        /// would move is then reported `repairFailed` with it and left in place.
+        var lostAndFoundOpenFailure: Error?
 
         init(tree: UserTree, repair: Bool, progress: @escaping (ProgressEvent) -> Void) {
             self.tree = tree
@@ -237,7 +242,7 @@ public final class Fsck {
                 let owner = Array(e.raw.dropLast(NameCodec.companionSuffix.utf8.count))
                 if !present.contains(owner) {
                     report(shownInDir, sp, .orphanCompanion, "long-name companion without its entry")
-                    if repair { try quarantine(dir, e, storePath: sp, suggested: "orphan-companion " + name, isLong: false) }
+                    if repair { try quarantine(dir, e, shown: shownInDir, storePath: sp, suggested: "orphan-companion " + name, isLong: false) }
                 }
                 return nil   // otherwise checked with its entry
             }
@@ -248,7 +253,7 @@ public final class Fsck {
                 plain = p
             case .failure(let problem):
                 report(shownInDir, sp, problem.kind, problem.detail)
-                if repair && problem.kind != .unreadable { try quarantine(dir, e, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true) }
+                if repair && problem.kind != .unreadable { try quarantine(dir, e, shown: shownInDir, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true) }
                 return nil
             }
             let path = dir.path.appending(plain)
@@ -271,7 +276,7 @@ public final class Fsck {
                 summary.specialFiles += 1
             }
             if damaged && repair {
-                try quarantine(dir, e, storePath: sp, suggested: lostName(path), isLong: true)
+                try quarantine(dir, e, shown: path.description, storePath: sp, suggested: lostName(path), isLong: true)
             }
             return healthy.map { (dir: $0, storePath: sp) }
         }
@@ -293,7 +298,7 @@ public final class Fsck {
             guard let st = lstatEntry(root, e, shown: shown, storePath: storePath), !OfflineSys.isRegular(st) else { return }
             report(shown, storePath, .mountLockDamaged,
                    "the mount lock is \(OfflineSys.typeName(st)), not a regular file: the tree cannot be mounted")
-            if repair { try quarantine(root, e, storePath: storePath, suggested: "mount-lock " + e.name, isLong: false) }
+            if repair { try quarantine(root, e, shown: shown, storePath: storePath, suggested: "mount-lock " + e.name, isLong: false) }
         }
 
         struct NameProblem: Error { let kind: FsckProblem.Kind; let detail: String }
@@ -545,20 +550,54 @@ public final class Fsck {
             }.joined(separator: "%2F")
         }
 
-        mutating func openLostAndFound() throws -> VaultDirectory {
-            if let lf = lostAndFound { return lf }
-            let entry = try resolver.entry(VaultPath(components: [Array(summary.lostAndFound.utf8)]))
-            if try entry.stat() == nil { try resolver.makeDirectory(entry, mode: 0o700) }
-            let lf = try resolver.open(entry)
-            lostAndFound = lf
-            return lf
+        /// /lost+found, created (mode 0700) if missing, then opened once. A failure to create
+        /// or open it is returned, and kept for every later entry; a failed fsync of the root
+        /// after creating it is thrown (it stops the repair, as a failed fsync after a move does).
+        mutating func openLostAndFound() throws -> Result<VaultDirectory, Error> {
+            if let lf = lostAndFound { return .success(lf) }
+            if let failure = lostAndFoundOpenFailure { return .failure(failure) }
+            let entry: VaultEntry
+            var created = false
+            do {
+                entry = try resolver.entry(VaultPath(components: [Array(summary.lostAndFound.utf8)]))
+                if try entry.stat() == nil { created = try resolver.createDirectory(entry, mode: 0o700) }
+            } catch {
+                lostAndFoundOpenFailure = error
+                return .failure(error)
+            }
+            if created { try AtomicFile.syncDirectory(entry.parent.fd, entry.path.description) }
+            do {
+                let lf = try resolver.open(entry)
+                lostAndFound = lf
+                return .success(lf)
+            } catch {
+                lostAndFoundOpenFailure = error
+                return .failure(error)
+            }
+        }
+
+        /// A damaged entry repair could not move: reported `repairFailed` (one line, after its
+        /// damage), counted in `leftInPlace`, and the repair goes on with the other entries.
+        mutating func leaveInPlace(_ shown: String, _ storePath: String, _ why: String) {
+            summary.leftInPlace += 1
+            report(shown, storePath, .repairFailed, "not moved into /\(summary.lostAndFound), left in place: \(why)")
         }
 
         /// Moves `e` out of `dir` into /lost+found under a free name derived from `suggested`.
-        /// Leaves it in place when no /lost+found could be chosen (reported once, by `run`).
-        mutating func quarantine(_ dir: VaultDirectory, _ e: OfflineSys.Entry, storePath: String, suggested: String, isLong: Bool) throws {
-            guard lostAndFoundFailure == nil else { return }
-            let lf = try openLostAndFound()
+        /// Leaves it in place when no /lost+found could be chosen (reported once, by `run`), and
+        /// when /lost+found cannot be created or opened or the move itself fails (reported here,
+        /// for this entry). Only a failed fsync after a move stops the repair (thrown).
+        mutating func quarantine(_ dir: VaultDirectory, _ e: OfflineSys.Entry, shown: String, storePath: String,
+                                 suggested: String, isLong: Bool) throws {
+            guard lostAndFoundFailure == nil else {
+                summary.leftInPlace += 1
+                return
+            }
+            let lf: VaultDirectory
+            switch try openLostAndFound() {
+            case .success(let d): lf = d
+            case .failure(let error): return leaveInPlace(shown, storePath, "cannot create or open /\(summary.lostAndFound): \(error)")
+            }
             var base = Array(suggested.utf8)
             if base.count > 240 { base = Array(base.suffix(240)) }   // keep the distinctive end
             let stem = String(decoding: base, as: UTF8.self)
@@ -568,7 +607,11 @@ public final class Fsck {
                 let plain = Array(name.utf8)
                 let enc = tree.names.encode(plain, in: lf.info)
                 let target = VaultEntry(parent: lf, name: plain, encoded: enc)
-                if try target.stat() == nil {
+                do {
+                    guard try target.stat() == nil else {
+                        attempt += 1
+                        continue
+                    }
                     try NameCodec.writeCompanion(enc, in: lf.fd)
                     do {
                         try OfflineSys.rename(dir.fd, e.cName, lf.fd, target.cName, replace: false, display: name)
@@ -579,15 +622,16 @@ public final class Fsck {
                         NameCodec.removeCompanion(enc, in: lf.fd)
                         throw error
                     }
-                    if isLong && e.name.hasPrefix(NameCodec.longPrefix) {
-                        unlinkat(dir.fd, e.name + NameCodec.companionSuffix, 0)
-                    }
-                    summary.actions.append(.movedToLostAndFound(storePath: storePath, name: name))
-                    try AtomicFile.syncDirectory(lf.fd, summary.lostAndFound + "/" + name)
-                    try AtomicFile.syncDirectory(dir.fd, storePath)
-                    return
+                } catch {
+                    return leaveInPlace(shown, storePath, "\(error)")
                 }
-                attempt += 1
+                if isLong && e.name.hasPrefix(NameCodec.longPrefix) {
+                    unlinkat(dir.fd, e.name + NameCodec.companionSuffix, 0)
+                }
+                summary.actions.append(.movedToLostAndFound(storePath: storePath, name: name))
+                try AtomicFile.syncDirectory(lf.fd, summary.lostAndFound + "/" + name)
+                try AtomicFile.syncDirectory(dir.fd, storePath)
+                return
             }
         }
 

@@ -38,6 +38,10 @@ public struct FsckProblem: Equatable, Sendable, CustomStringConvertible {
         /// The entry could not be read (I/O error, permission, a locked class key): not
         /// damage, the bytes may be intact. Reported only; repair never moves it.
         case unreadable
+        /// `--repair` could not move a damaged entry into `/lost+found` (it cannot be created
+        /// or opened, or the rename failed): the entry is left in place, the repair went on
+        /// with the others. Reported after the entry's damage, with the error.
+        case repairFailed
     }
 
     /// Plaintext vault path; when the entry's own name is damaged, the plaintext path of its
@@ -104,6 +108,10 @@ public struct FsckSummary: Equatable, Sendable {
     public var actions: [FsckAction] = []
     /// Entries found in `/lost+found` (quarantined by an earlier repair; not examined).
     public var lostAndFoundEntries = 0
+    /// Damaged entries `--repair` left in place because it could not move them: each one
+    /// reported `repairFailed`, or all of them by the one line saying no `/lost+found` could
+    /// be looked at. Non-zero: the repair is incomplete.
+    public var leftInPlace = 0
     /// The root directory repair moves entries into and the walk does not examine:
     /// `lost+found`, or `lost+found.N` when a `lost+found` that is not a directory is in the way.
     public var lostAndFound = Fsck.lostAndFoundName

@@ -148,6 +148,15 @@ public struct VaultResolver {
     /// its parent so that the new entry survives a crash. Losing a race to another creator of
     /// the same directory is not an error.
     func makeDirectory(_ entry: VaultEntry, mode: mode_t, marker: String? = nil) throws {
+        if try createDirectory(entry, mode: mode, marker: marker) {
+            try AtomicFile.syncDirectory(entry.parent.fd, entry.path.description)
+        }
+    }
+
+    /// `makeDirectory` without the sync of the parent: whether it made the directory (false:
+    /// another creator did). For a caller that treats a failure to create and a failure to
+    /// sync differently (fsck's /lost+found).
+    func createDirectory(_ entry: VaultEntry, mode: mode_t, marker: String? = nil) throws -> Bool {
         do {
             try entry.create {
                 _ = try DirectoryInfo.makeDirectory(in: entry.parent.fd, entry: entry.encoded.entry, mode: mode,
@@ -155,8 +164,8 @@ public struct VaultResolver {
                                                     marker: marker)
             }
         } catch StoreError.exists {
-            return
+            return false
         }
-        try AtomicFile.syncDirectory(entry.parent.fd, entry.path.description)
+        return true
     }
 }
