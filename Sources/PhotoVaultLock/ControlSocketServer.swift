@@ -4,7 +4,13 @@ import Glibc
 /// Unix stream socket for `photovault lock|unlock|status`. The socket is mode 0600 inside a
 /// directory that must be ours with mode 0700 (created if missing), and every peer is checked
 /// with SO_PEERCRED: a uid other than `allowedUID` gets an error reply and a log line.
-/// Connections are served one at a time on one thread, each with a 2 s I/O deadline.
+/// Each connection is served on a thread of its own (at most `maxConnections` at once; past
+/// that, accepting waits for one to end), with a 2 s deadline to read the request and another
+/// 2 s, counted once the handler has returned, to send the reply. Served one at a time, a
+/// client that connected and sent nothing (a hung `photovault status` in a panel script)
+/// held off every `photovault lock` for 2 s, queued ones for 2 s each, past their timeout;
+/// and a reply after a slow handler (`status` counting a large vault on a slow disk) was
+/// never sent, the deadline having passed while the handler ran.
 public final class ControlSocketServer: @unchecked Sendable {
     public let path: String
     public let allowedUID: uid_t
@@ -15,6 +21,9 @@ public final class ControlSocketServer: @unchecked Sendable {
     private var stopPipe: WakePipe?
     private let finished = DispatchSemaphore(value: 0)
     static let ioTimeoutMicroseconds: UInt64 = 2_000_000
+    static let maxConnections = 8
+    /// Connections being served; `stop()` waits for them.
+    private let inFlight = DispatchGroup()
 
     public init(path: String, allowedUID: uid_t = geteuid(),
                 handler: @escaping @Sendable (ControlRequest) -> ControlReply,
@@ -66,6 +75,8 @@ public final class ControlSocketServer: @unchecked Sendable {
         guard listenFD >= 0, let stopper = stopPipe else { return }
         stopper.wake()
         finished.wait()
+        // Each ends within its deadlines once its handler returns.
+        inFlight.wait()
         close(listenFD)
         listenFD = -1
         stopPipe = nil
@@ -99,6 +110,7 @@ public final class ControlSocketServer: @unchecked Sendable {
     }
 
     private func acceptLoop(_ fd: Int32, _ stopper: WakePipe) {
+        let slots = DispatchSemaphore(value: Self.maxConnections)
         while true {
             var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: stopper.readFD, events: Int16(POLLIN), revents: 0)]
@@ -112,8 +124,16 @@ public final class ControlSocketServer: @unchecked Sendable {
             let client = accept(fd, nil, nil)
             if client < 0 { continue }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            serve(client)
-            close(client)
+            slots.wait()
+            inFlight.enter()
+            let t = Thread { [self] in
+                serve(client)
+                close(client)
+                slots.signal()
+                inFlight.leave()
+            }
+            t.name = "photovault-control-client"
+            t.start()
         }
     }
 
@@ -133,10 +153,10 @@ public final class ControlSocketServer: @unchecked Sendable {
             let request = try decoded.get()
             let answer = handler(request)
             request.payload.wipe()
-            try reply(answer, to: client, deadline: deadline)
+            try reply(answer, to: client, deadline: monotonicMicroseconds() + Self.ioTimeoutMicroseconds)
         } catch {
             log("control socket: \(error)")
-            try? reply(.failure("\(error)"), to: client, deadline: deadline)
+            try? reply(.failure("\(error)"), to: client, deadline: monotonicMicroseconds() + Self.ioTimeoutMicroseconds)
         }
     }
 

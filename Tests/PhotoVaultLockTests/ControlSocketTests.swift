@@ -248,4 +248,45 @@ final class ControlSocketTests: XCTestCase {
         XCTAssertEqual(try ControlClient.send(path: socketPath, request: ControlRequest(command: "status"), timeout: 2),
                        .success("fine"))
     }
+
+    /// A client that connects and sends nothing (hung, or stopped in a debugger) must not hold
+    /// off `photovault lock`: the lock is answered at once, not after the silent one's 2 s.
+    func testASilentClientDoesNotDelayALock() throws {
+        let locks = EventRecorder()
+        let server = ControlSocketServer(path: socketPath, handler: { request in
+            locks.log(request.command)
+            return .success("locked")
+        })
+        try server.start()
+        defer { server.stop() }
+        var silent: [Int32] = []
+        defer { silent.forEach { close($0) } }
+        for _ in 0..<3 {
+            let fd = try UnixSocketIO.newSocket()
+            var addr = try UnixSocketIO.address(for: socketPath)
+            XCTAssertEqual(UnixSocketIO.withSockaddr(&addr) { connect(fd, $0, $1) }, 0)
+            silent.append(fd)
+        }
+        usleep(100_000)   // the server has accepted them
+        let t0 = Date()
+        let reply = try ControlClient.send(path: socketPath, request: ControlRequest(command: "lock"), timeout: 1)
+        let waited = Date().timeIntervalSince(t0)
+        print(String(format: "lock answered %.0f ms after three silent clients connected", waited * 1000))
+        XCTAssertEqual(reply, .success("locked"))
+        XCTAssertLessThan(waited, 0.5)
+        XCTAssertEqual(locks.logLines, ["lock"])
+    }
+
+    /// A handler that takes longer than the I/O deadline (`status` counting a large vault)
+    /// still gets its reply through: the deadline for the reply starts when the handler returns.
+    func testAReplyAfterASlowHandlerIsDelivered() throws {
+        let server = ControlSocketServer(path: socketPath, handler: { _ in
+            usleep(UInt32(ControlSocketServer.ioTimeoutMicroseconds) + 500_000)
+            return .success("state=unlocked")
+        })
+        try server.start()
+        defer { server.stop() }
+        let reply = try ControlClient.send(path: socketPath, request: ControlRequest(command: "status"), timeout: 6)
+        XCTAssertEqual(reply, .success("state=unlocked"))
+    }
 }
