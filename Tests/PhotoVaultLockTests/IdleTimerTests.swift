@@ -66,4 +66,40 @@ final class IdleTimerTests: XCTestCase {
         XCTAssertLessThan(ns, 1_000)
         XCTAssertEqual(counter.count, 0)
     }
+
+    /// Stands for the clock the timer reads; `suspend(for:)` moves it on without any real time
+    /// passing, as CLOCK_BOOTTIME moves on across a suspend while CLOCK_MONOTONIC (and every
+    /// dispatch timer) stands still.
+    private final class SuspendableClock: @unchecked Sendable {
+        private let lock = NSLock()
+        private var slept: UInt64 = 0
+        func suspend(for seconds: Double) { lock.withLock { slept += UInt64(seconds * 1e9) } }
+        func now() -> UInt64 {
+            var ts = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &ts)
+            return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec) + lock.withLock { slept }
+        }
+    }
+
+    /// Time asleep is idle time: a mount idle for a moment before a 10-minute suspend, with
+    /// --idle 60s, locks at the first tick after the resume, not 60 s of use-free uptime later.
+    func testTimeSpentSuspendedCountsAsIdle() {
+        let counter = Counter()
+        let clock = SuspendableClock()
+        let timer = IdleTimer(timeout: 60, clock: { clock.now() }, onIdle: { counter.hit() })
+        timer.start()
+        defer { timer.stop() }
+        timer.touch()
+        usleep(1_200_000)   // one tick (1 s for a 60 s timeout) takes the touch
+        XCTAssertEqual(counter.count, 0)
+        clock.suspend(for: 600)
+        XCTAssertTrue(waitUntil(timeout: 2.5) { counter.count == 1 }, "10 minutes asleep did not count as idle")
+        // Activity after the resume re-arms it as usual.
+        timer.touch()
+        usleep(1_200_000)
+        XCTAssertEqual(counter.count, 1)
+        clock.suspend(for: 30)
+        usleep(1_200_000)
+        XCTAssertEqual(counter.count, 1, "fired after 30 s asleep with a 60 s timeout")
+    }
 }
