@@ -212,7 +212,9 @@ extension CommandSpec {
         CommandSpec(
             ["unlock"], summary: "Unlock a locked, still mounted vault",
             discussion: "Asks for the password of the account mounted at MOUNTPOINT and makes every "
-                + "file readable again. " + passwordNote,
+                + "file readable again. A lock that comes while the key is being derived (the screen "
+                + "locks or the machine suspends right after the password was given) wins: the unlock "
+                + "is refused and the vault stays locked. " + passwordNote,
             arguments: [mountpointArgument],
             options: [userOption] + passwordOptions,
             examples: [Example("photovault unlock", "Unlock ~/PhotoVault after a lock.")]),

@@ -152,4 +152,55 @@ final class LockStayTests: XCTestCase {
         s.unmount(mp2)
         s.assertNoPlaintext(["complete data", "written while locked", "held open data"])
     }
+
+    /// Resident memory of `pid` in KiB (VmRSS), nil once it is gone.
+    private static func residentKiB(_ pid: pid_t) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return nil }
+        return Int(line.split(separator: " ").dropFirst().first ?? "")
+    }
+
+    /// A lock that comes while `photovault unlock` derives the key (the lid closed, the screen
+    /// locked, a second after the password was typed) wins: the unlock that arrives after it
+    /// is refused and the vault stays locked. It used to open the vault behind the locked
+    /// screen. The unlock is frozen (SIGSTOP) in the middle of its Argon2id, as a suspend
+    /// freezes it, while `photovault lock` runs; the account has the standard cost (256 MiB),
+    /// so "in the middle" is seen as its memory growing past 100 MiB.
+    func testALockWhileTheUnlockDerivesTheKeyWins() throws {
+        let s = Sandbox("lock-overtaken")
+        s.initStore(users: [])
+        let add = Harness.pv(["user", "add", "bob", "--store", s.store, "--passfile", s.passfile],
+                             env: s.env.merging(["PHOTOVAULT_KDF_PROFILE": "standard"]) { _, b in b })
+        XCTAssertEqual(add.status, 0, add.stderr)
+        let mp = s.mount("bob", extra: ["--on-lock", "stay"])
+        write("complete data", mp + "/c.jpg")
+        XCTAssertEqual(s.pv(["lock", mp]).status, 0)
+        XCTAssertEqual(MountProbe.state(s, mp), "locked")
+
+        let unlock = try BackgroundProcess([Harness.binary, "unlock", mp, "--user", "bob", "--passfile", s.passfile],
+                                           env: s.env, output: s.root + "/unlock.log")
+        defer { unlock.stop() }
+        XCTAssertTrue(Harness.waitUntil(30) { (Self.residentKiB(unlock.pid) ?? 0) > 100 * 1024 || !unlock.isRunning },
+                      "the unlock's key derivation was not seen: \(unlock.output)")
+        kill(unlock.pid, SIGSTOP)
+        let memory = Self.residentKiB(unlock.pid) ?? 0
+        let lock = s.pv(["lock", mp])
+        XCTAssertEqual(lock.status, 0, lock.stderr)
+        kill(unlock.pid, SIGCONT)
+        print("unlock stopped at \(memory / 1024) MiB resident (mid-Argon2id), then 'photovault lock'")
+        XCTAssertGreaterThan(memory, 100 * 1024, "the unlock had finished before the lock: \(unlock.output)")
+        let status = unlock.wait(60)
+        XCTAssertNotNil(status, "unlock did not finish")
+        XCTAssertNotEqual(status, 0, "an unlock overtaken by a lock succeeded: \(unlock.output)")
+        XCTAssertTrue(unlock.output.contains("the vault was locked again while the key was being derived"), unlock.output)
+        XCTAssertEqual(MountProbe.state(s, mp), "locked")
+        XCTAssertNotEqual(read(mp + "/c.jpg").status, 0, "a complete file is readable after the overtaken unlock")
+
+        // Nothing overtakes this one: it opens the vault.
+        let again = s.pv(["unlock", mp, "--user", "bob", "--passfile", s.passfile])
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(MountProbe.state(s, mp), "unlocked")
+        XCTAssertEqual(read(mp + "/c.jpg").stdout, "complete data")
+        s.unmount(mp)
+    }
 }

@@ -31,6 +31,11 @@ final class LockController: @unchecked Sendable {
     var onUnlocked: (@Sendable () -> Void)?
     /// Milliseconds from the lock event to keys zeroed, and to unmount requested (for tests and logs).
     private(set) var lastKeysZeroedMs: Double?
+    /// Lock events so far, counted even when the vault was locked already (under `mutex`).
+    /// `photovault unlock` reads it before deriving the key and sends it back with the key: an
+    /// unlock that a lock overtook (the lid closed, or the screen locked, while Argon2id ran)
+    /// is refused instead of opening the vault behind the locked screen.
+    private var lockEvents: UInt64 = 0
 
     init(fs: VaultFileSystem, settings: MountSettings, log: @escaping @Sendable (String) -> Void) {
         self.fs = fs
@@ -59,6 +64,7 @@ final class LockController: @unchecked Sendable {
         let sleepGrace = 3.0
         pthread_mutex_lock(&transition)
         pthread_mutex_lock(&mutex)
+        lockEvents &+= 1
         let previous = state
         if previous == .unlocked {
             state = settings.onLock == .stay ? .locked : .grace
@@ -111,17 +117,29 @@ final class LockController: @unchecked Sendable {
         pthread_mutex_unlock(&transition)
     }
 
+    /// How many lock events there have been (see `lockEvents`).
+    var lockEventCount: UInt64 {
+        pthread_mutex_lock(&mutex); defer { pthread_mutex_unlock(&mutex) }
+        return lockEvents
+    }
+
     private var currentGraceDeadline: Double {
         pthread_mutex_lock(&mutex); defer { pthread_mutex_unlock(&mutex) }
         return graceDeadline
     }
 
     /// `photovault unlock`: restores the forgotten keys from a freshly unwrapped master key.
-    enum UnlockOutcome { case unlocked, notLocked, wrongKey }
+    enum UnlockOutcome { case unlocked, notLocked, wrongKey, lockedSince }
 
-    func unlock(masterKey: SecureBytes) -> UnlockOutcome {
+    /// `seenLockEvents`: `lockEventCount` when the client started (nil from a client that
+    /// predates it); any lock event since then wins over this unlock.
+    func unlock(masterKey: SecureBytes, seenLockEvents: UInt64?) -> UnlockOutcome {
         pthread_mutex_lock(&transition); defer { pthread_mutex_unlock(&transition) }
         guard currentState == .locked else { return .notLocked }
+        if let seen = seenLockEvents, seen != lockEventCount {
+            log("refused an unlock that a lock event overtook")
+            return .lockedSince
+        }
         guard fs.unlock(masterKey: masterKey) else {
             log("refused an unlock with a key that is not this vault's")
             return .wrongKey

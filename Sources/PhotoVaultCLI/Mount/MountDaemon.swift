@@ -334,6 +334,9 @@ final class ReadyReporter: @unchecked Sendable {
 
 /// Control-socket commands of a live mount (`photovault lock`, `status`, `unlock`).
 enum ControlCommands {
+    static let lockedSinceMessage = "the vault was locked again while the key was being derived "
+        + "(screen lock, suspend or 'photovault lock'); it stays locked: run 'photovault unlock' again"
+
     static func handle(_ req: ControlRequest, controller: LockController, fs: VaultFileSystem, treeRoot: String) -> ControlReply {
         switch req.command {
         case "lock":
@@ -346,15 +349,22 @@ enum ControlCommands {
             let openParts = ProtectionClass.allCases.map { "\(open[$0] ?? 0)" }
             return .success("state=\(controller.currentState.rawValue) files: " + parts.joined(separator: " ")
                             + " open handles: " + openParts.joined(separator: "/"))
+        case "lock-events":
+            return .success("\(controller.lockEventCount)")
         case "unlock":
-            guard req.payload.count == 32 else { return .failure("bad unlock request") }
-            let mk = req.payload.withUnsafeBytes { SecureBytes(copying: $0) }
+            // The master key, then (from a client that asked "lock-events" first) that count,
+            // 8 bytes big-endian.
+            guard req.payload.count == 32 || req.payload.count == 40 else { return .failure("bad unlock request") }
+            let mk = req.payload.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
+            let seen: UInt64? = req.payload.count == 40
+                ? req.payload.withUnsafeBytes { $0[32..<40].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } } : nil
             req.payload.wipe()
             defer { mk.wipe() }
-            switch controller.unlock(masterKey: mk) {
+            switch controller.unlock(masterKey: mk, seenLockEvents: seen) {
             case .unlocked: return .success("unlocked")
             case .notLocked: return .failure("the mount is not locked")
             case .wrongKey: return .failure("that key does not open the vault mounted here")
+            case .lockedSince: return .failure(ControlCommands.lockedSinceMessage)
             }
         default:
             return .failure("unknown command \(req.command)")

@@ -206,12 +206,25 @@ enum MountFlow {
         let layout = StoreLayout(root: entry.store)
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
+        // Lock events so far, read before the (slow) key derivation: a lock that comes while
+        // it runs (the lid closed, the screen locked) makes the daemon refuse this unlock.
+        // A daemon older than this question answers "unknown command"; it gets the key alone.
+        let events = try control(mp, ControlRequest(command: "lock-events"))
+        let seen: UInt64? = events.ok ? UInt64(events.message) : nil
+        if events.ok && seen == nil { throw CLIError.failed("unexpected answer from the daemon of \(mp)") }
         let opened = try AccountStore(layout: layout).open(user: try args.userName(), password: password)
         defer { opened.masterKey.wipe() }
         guard RuntimeRegistry.treeTag(opened.treeID) == entry.treeTag else {
             throw CLIError.failed("that account is not the one mounted at \(mp)")
         }
-        let payload = opened.masterKey.withUnsafeBytes { ControlPayload(copying: $0) }
+        // Key, then the count (8 bytes big-endian), assembled in secure memory.
+        let request = SecureBytes(count: seen == nil ? 32 : 40)
+        defer { request.wipe() }
+        request.withUnsafeMutableBytes { out in
+            opened.masterKey.withUnsafeBytes { out.copyMemory(from: $0) }
+            if let seen { withUnsafeBytes(of: seen.bigEndian) { UnsafeMutableRawBufferPointer(rebasing: out[32...]).copyMemory(from: $0) } }
+        }
+        let payload = request.withUnsafeBytes { ControlPayload(copying: $0) }
         let reply = try control(mp, ControlRequest(command: "unlock", payload: payload))
         payload.wipe()
         guard reply.ok else { throw CLIError.failed(reply.message) }
