@@ -153,6 +153,7 @@ extension CommandSpec {
             discussion: "Asks for the password, then mounts the account's vault at MOUNTPOINT (an empty "
                 + "directory) through FUSE; photos are decrypted as they are read "
                 + "and encrypted as they are written. The vault locks when the desktop session locks "
+                + "(also when it was locked already as the mount came up) "
                 + "or its D-Bus connection drops (watched again once the bus is back), "
                 + "after --idle without activity or on 'photovault lock'; a locked vault "
                 + "is unmounted (--on-lock unmount) or stays mounted with the files of class "

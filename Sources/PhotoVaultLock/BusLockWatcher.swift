@@ -34,7 +34,7 @@ public final class BusLockWatcher: @unchecked Sendable {
                                                       resolved: resolved, onLock: onLock, log: log),
                                onLock: onLock, log: log)
         let session = BusWorker(address: configuration.sessionBusAddress, system: false,
-                                handler: ScreenSaverHandler(onLock: onLock), onLock: onLock, log: log)
+                                handler: ScreenSaverHandler(onLock: onLock, log: log), onLock: onLock, log: log)
         workers = [system, session]
         // Both connect in parallel; start() returns when both are ready.
         let group = DispatchGroup()

@@ -61,14 +61,17 @@ final class SDBus {
     }
 
     /// Synchronous method call. The caller owns the reply (use `BusMessage`).
+    /// `autoStart` false: a name nobody owns fails at once (NameHasNoOwner) instead of having
+    /// the bus start its service.
     func call(destination: String, path: String, interface: String, member: String,
-              arguments: [BusArgument], timeoutMicroseconds: UInt64 = 2_000_000) throws -> BusMessage {
+              arguments: [BusArgument], timeoutMicroseconds: UInt64 = 2_000_000, autoStart: Bool = true) throws -> BusMessage {
         var message: OpaquePointer?
         var r = sd_bus_message_new_method_call(raw, &message, destination, path, interface, member)
         guard r >= 0, let m = message else {
             throw LockError.busCall(method: member, name: "errno", message: errnoText(-r))
         }
         defer { sd_bus_message_unref(m) }
+        if !autoStart { _ = sd_bus_message_set_auto_start(m, 0) }
         for argument in arguments {
             switch argument {
             case .string(let s):

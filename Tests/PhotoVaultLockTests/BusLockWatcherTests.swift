@@ -206,6 +206,26 @@ final class BusLockWatcherTests: XCTestCase {
 
     // MARK: - Bus loss and missing buses
 
+    /// A screen that locked before the watcher was up (while `photovault mount` derived the
+    /// key, or the daemon mounted) sent its ActiveChanged to nobody: the watcher asks each
+    /// screen saver's GetActive once its matches are in, and an active one locks at start.
+    /// An inactive one does not; names nobody owns are not started and cost no log line.
+    func testAScreenSaverAlreadyActiveAtStartLocks() throws {
+        for (name, active) in [("org.gnome.ScreenSaver", true), ("org.freedesktop.ScreenSaver", false),
+                               ("org.xfce.ScreenSaver", true)] {
+            let saver = FakeLogind(address: sessionBus.address, sessionPath: Self.path1, name: name, screenSaverActive: active)
+            try saver.start()
+            defer { saver.stop() }
+            recorder.clear()
+            let w = startWatcher()
+            defer { w.stop() }
+            XCTAssertEqual(saver.methodCalls, ["GetActive(/" + name.split(separator: ".").joined(separator: "/") + ")"])
+            // start() returns after install: the lock, if any, has been delivered.
+            XCTAssertEqual(recorder.reasons, active ? [.screenSaver(name)] : [], name)
+            XCTAssertEqual(recorder.logLines.filter { $0.contains("ScreenSaver") }, [], "\(recorder.logLines)")
+        }
+    }
+
     func testSessionBusLossReportsBusLost() throws {
         startWatcher()
         let t0 = DispatchTime.now()

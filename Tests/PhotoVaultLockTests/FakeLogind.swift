@@ -17,6 +17,9 @@ final class FakeLogind: @unchecked Sendable {
 
     let sessionPath: String
     let answerGetSessionByPID: Bool
+    /// The bus name owned: logind's, or a screen saver's to stand for one (`screenSaver`).
+    let name: String
+    private let screenSaverActive: Bool
     private let address: String
     private let lock = NSLock()
     private var lockedHint: Bool
@@ -31,8 +34,11 @@ final class FakeLogind: @unchecked Sendable {
     private var startError: String?
     private var bus: OpaquePointer?                // fake thread only
 
-    init(address: String, sessionPath: String, lockedHint: Bool = false, answerGetSessionByPID: Bool = true) {
+    init(address: String, sessionPath: String, lockedHint: Bool = false, answerGetSessionByPID: Bool = true,
+         name: String = "org.freedesktop.login1", screenSaverActive: Bool = false) {
         self.address = address
+        self.name = name
+        self.screenSaverActive = screenSaverActive
         self.sessionPath = sessionPath
         self.lockedHint = lockedHint
         self.answerGetSessionByPID = answerGetSessionByPID
@@ -72,7 +78,7 @@ final class FakeLogind: @unchecked Sendable {
         if r >= 0 { r = sd_bus_set_bus_client(b, 1) }
         if r >= 0 { r = sd_bus_start(b) }
         if r >= 0 { r = sd_bus_add_filter(b, nil, fakeLogindFilter, Unmanaged.passUnretained(self).toOpaque()) }
-        if r >= 0 { r = sd_bus_request_name(b, "org.freedesktop.login1", 0) }
+        if r >= 0 { r = sd_bus_request_name(b, name, 0) }
         guard r >= 0, let bus = b else {
             startError = "sd-bus setup failed: \(String(cString: strerror(-r)))"
             if let b { sd_bus_unref(b) }
@@ -114,6 +120,16 @@ final class FakeLogind: @unchecked Sendable {
     fileprivate func handleMethodCall(_ m: OpaquePointer) -> Int32 {
         let member = sd_bus_message_get_member(m).map { String(cString: $0) } ?? ""
         let manager = "org.freedesktop.login1.Manager"
+        if sd_bus_message_is_method_call(m, name, "GetActive") > 0 {
+            record("GetActive(\(String(cString: sd_bus_message_get_path(m))))")
+            var reply: OpaquePointer?
+            guard sd_bus_message_new_method_return(m, &reply) >= 0, let reply else { return -EIO }
+            var value: Int32 = screenSaverActive ? 1 : 0
+            _ = sd_bus_message_append_basic(reply, CChar(UInt8(ascii: "b")), &value)
+            _ = sd_bus_send(nil, reply, nil)
+            sd_bus_message_unref(reply)
+            return 1
+        }
         if sd_bus_message_is_method_call(m, manager, "GetSessionByPID") > 0 {
             var pid: UInt32 = 0
             _ = sd_bus_message_read_basic(m, CChar(UInt8(ascii: "u")), &pid)
