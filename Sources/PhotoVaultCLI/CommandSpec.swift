@@ -169,8 +169,8 @@ extension CommandSpec {
                 OptionSpec("allow-other", help: "Let other users (and root) see the files; needs "
                                + "user_allow_other in /etc/fuse.conf."),
                 OptionSpec("idle", value: "DURATION", help: "Lock after DURATION in which no folder is listed "
-                               + "and no file is opened or changed (stat and df polling do not count; time the machine "
-                               + "spends suspended does).",
+                               + "and no file is opened or changed (polling stat, extended attributes, symlinks or df does "
+                               + "not count; time the machine spends suspended does).",
                            default: "never", completion: .nothing),
                 OptionSpec("on-lock", value: "ACTION", help: "What locking does: unmount, or stay mounted "
                                + "with class-complete files unreadable.",

@@ -13,8 +13,10 @@ enum FuseOps {
     /// Runs one request behind the wipe gate: once `wipeAll()` has run, every key is gone
     /// and requests are refused instead of touching wiped memory. Every request but the
     /// ones desktop panels, disk monitors and shells poll on their own (statfs, and stat of
-    /// a path: lookup, getattr, access) counts as activity for `--idle`: polling must not
-    /// keep a vault unlocked. Listing a folder, opening a file or changing anything counts.
+    /// a path: lookup, getattr, access, readlink of a symlink on the way, and reading
+    /// extended attributes, as `ls -l`, `getfattr` and file managers' property queries do)
+    /// counts as activity for `--idle`: polling must not keep a vault unlocked. Listing a
+    /// folder, opening a file or changing anything (setxattr included) counts.
     @inline(__always)
     static func serve(_ req: fuse_req_t?, activity: Bool = true, _ body: (VaultFileSystem) -> Void) {
         let fs = fs(req)
@@ -48,7 +50,7 @@ enum FuseOps {
         }
         o.getattr = { req, ino, fi in FuseOps.serve(req, activity: false) { $0.getattr(req, ino, fi) } }
         o.setattr = { req, ino, attr, valid, fi in FuseOps.serve(req) { $0.setattr(req, ino, attr, valid, fi) } }
-        o.readlink = { req, ino in FuseOps.serve(req) { $0.readlink(req, ino) } }
+        o.readlink = { req, ino in FuseOps.serve(req, activity: false) { $0.readlink(req, ino) } }
         o.mknod = { req, parent, name, mode, rdev in FuseOps.serve(req) { $0.mknod(req, parent, name, mode, rdev) } }
         o.mkdir = { req, parent, name, mode in FuseOps.serve(req) { $0.mkdir(req, parent, name, mode) } }
         o.unlink = { req, parent, name in FuseOps.serve(req) { $0.unlink(req, parent, name) } }
@@ -72,8 +74,8 @@ enum FuseOps {
         o.fsyncdir = { req, ino, datasync, _ in FuseOps.serve(req) { $0.fsyncdir(req, ino, datasync) } }
         o.statfs = { req, _ in FuseOps.serve(req, activity: false) { $0.statfs(req) } }
         o.setxattr = { req, ino, name, value, size, flags in FuseOps.serve(req) { $0.setxattr(req, ino, name, value, size, flags) } }
-        o.getxattr = { req, ino, name, size in FuseOps.serve(req) { $0.getxattr(req, ino, name, size) } }
-        o.listxattr = { req, ino, size in FuseOps.serve(req) { $0.listxattr(req, ino, size) } }
+        o.getxattr = { req, ino, name, size in FuseOps.serve(req, activity: false) { $0.getxattr(req, ino, name, size) } }
+        o.listxattr = { req, ino, size in FuseOps.serve(req, activity: false) { $0.listxattr(req, ino, size) } }
         o.removexattr = { req, ino, name in FuseOps.serve(req) { $0.removexattr(req, ino, name) } }
         o.access = { req, ino, mask in FuseOps.serve(req, activity: false) { $0.access(req, ino, mask) } }
         o.create = { req, parent, name, mode, fi in FuseOps.serve(req) { $0.create(req, parent, name, mode, fi) } }

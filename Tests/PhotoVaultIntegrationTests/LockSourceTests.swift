@@ -134,6 +134,39 @@ final class LockSourceTests: XCTestCase {
         XCTAssertGreaterThan(polls, 5)
     }
 
+    /// Reading extended attributes (`ls -l`, `getfattr`, a file manager's properties) and
+    /// following a symlink while stat-ing a path are metadata polling as much as stat is:
+    /// they must not keep the vault unlocked past --idle either (they used to, for ever).
+    func testPollingXattrsAndSymlinksDoesNotDelayTheIdleLock() throws {
+        let s = Sandbox("lock-idle-xattr")
+        s.initStore()
+        let mp = s.mount(extra: ["--idle", "2s"])
+        writeSample(mp)
+        XCTAssertEqual(symlink("a.jpg", mp + "/link.jpg"), 0)
+        // Polls every 0.2 s for up to 8 s, until the mount is gone; prints what the first poll
+        // saw (each call really reached the mount) and the number of polls.
+        let r = Harness.run(["/usr/bin/python3", "-c", """
+            import os, sys, time
+            mp = sys.argv[1]; t0 = time.time(); polls = 0; first = None
+            while time.time() - t0 < 8 and os.path.ismount(mp):
+                try:
+                    seen = (os.getxattr(mp + "/a.jpg", "user.photovault.class").decode(),
+                            "user.photovault.class" in os.listxattr(mp + "/a.jpg"),
+                            os.stat(mp + "/link.jpg").st_size)
+                except OSError:
+                    break
+                first = first or seen
+                polls += 1
+                time.sleep(0.2)
+            print(polls, first, round(time.time() - t0, 2))
+            """, mp], timeout: 30)
+        print("--idle 2s under getxattr/listxattr/symlink polling: polls, first answers, seconds: \(r.stdout)")
+        let fields = r.stdout.split(separator: " ")
+        XCTAssertGreaterThan(Int(fields.first ?? "") ?? 0, 5, r.stdout + r.stderr)
+        XCTAssertTrue(r.stdout.contains("('complete', True, 6)"), r.stdout + r.stderr)
+        XCTAssertFalse(Harness.isMounted(mp), "polling xattrs and a symlink kept the vault mounted for 8 s")
+    }
+
     /// A mount that cannot watch a bus says so on the terminal (not only in the journal):
     /// the user must not believe the screen lock protects the vault when it does not.
     func testAMountThatCannotWatchDBusSaysSo() throws {
