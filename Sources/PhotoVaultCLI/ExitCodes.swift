@@ -40,7 +40,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: 8, meaning: "password too short"),
         ExitCodeEntry(code: 9, meaning: "corrupt account record or store"),
         ExitCodeEntry(code: 10, meaning: "unknown store format version"),
-        ExitCodeEntry(code: storeBusy, meaning: "the store is busy (another photovault command or a mount holds it)"),
+        ExitCodeEntry(code: storeBusy, meaning: "the store is busy (another photovault command or a mount holds it), or another command changed the account while passwd waited for the new password"),
         ExitCodeEntry(code: 12, meaning: "key-derivation cost below the allowed floor (tampered account record or store config?)"),
         ExitCodeEntry(code: 13, meaning: "the account is bound to another device"),
         ExitCodeEntry(code: noFuseDevice, meaning: "no usable /dev/fuse (missing, not the FUSE device, or this process may not open it)"),

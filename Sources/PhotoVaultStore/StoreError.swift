@@ -19,6 +19,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// A cost in the store config (`kdfFloor`, `accountNameKDF`) below the allowed floor.
     case weakStoreKDFParameters(field: String)
     case storeBusy
+    /// A password change whose account record was replaced between the check of the current
+    /// password and the change (`AccountStore.finishPasswordChange`).
+    case accountChangedMeanwhile
     case wrongDevice
     case integrity(path: String, detail: String)     // authentication failure of data
     case locked                                      // class key forgotten
@@ -39,7 +42,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .notFound, .noSuchAccount, .storeNotInitialised: return ENOENT
         case .exists, .accountExists, .storeExists: return EEXIST
         case .noSpace, .destinationFull: return ENOSPC
-        case .storeBusy: return EBUSY
+        case .storeBusy, .accountChangedMeanwhile: return EBUSY
         case .io(let e, _), .notConfirmedOnDisk(_, _, let e): return e
         default: return EINVAL
         }
@@ -56,7 +59,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .passwordTooShort: return 8
         case .corruptRecord, .corruptStore: return 9
         case .unknownVersion: return 10
-        case .storeBusy: return 11
+        case .storeBusy, .accountChangedMeanwhile: return 11
         case .weakKDFParameters, .weakStoreKDFParameters: return 12
         case .wrongDevice: return 13
         case .noSpace, .destinationFull: return 19
@@ -87,6 +90,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .weakStoreKDFParameters(let f):
             return "the store config's \(f) Argon2id cost is below the allowed floor (tampered \(StoreConfig.fileName)?)"
         case .storeBusy: return "the store is locked by another photovault command; try again"
+        case .accountChangedMeanwhile:
+            return "the account was changed by another command (passwd, reset-password or remove) while the new password "
+                + "was typed; nothing was changed: run 'photovault user passwd' again"
         case .wrongDevice: return "this account is bound to another device (--this-device-only) or the device secret changed"
         case .integrity(let p, let d): return "integrity check failed for \(p): \(d)"
         case .locked: return "the vault is locked"

@@ -122,4 +122,58 @@ final class CredentialConcurrencyTests: CredentialTestCase {
         release.signal(); done.wait()
         XCTAssertEqual(try store.count(), 3)
     }
+
+    // MARK: a password change in two halves (the new password typed in between)
+
+    /// begin + finish: the current password opens once, the key it unwrapped is rewrapped
+    /// under the new one (same keys, same tree), under the lock.
+    func testAPasswordChangeInTwoHalvesKeepsTheKeys() throws {
+        let rk = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
+        let before = try store.open(user: "alice", password: pw("alice-password"))
+        let change = try store.beginPasswordChange(user: "alice", current: pw("alice-password"))
+        defer { change.wipe() }
+        try store.finishPasswordChange(change, new: pw("alice-new-password"))
+        let after = try store.open(user: "alice", password: pw("alice-new-password"))
+        XCTAssertEqual(try fingerprint(after), try fingerprint(before))
+        XCTAssertEqual(after.treeID, before.treeID)
+        assertThrows(.wrongPassword) { _ = try self.store.open(user: "alice", password: self.pw("alice-password")) }
+        try store.resetPassword(user: "alice", recoveryKey: rk.formatted, new: pw("after a reset"))   // recovery slot untouched
+        // Checks that cost nothing come first: a bad new password changes nothing.
+        let again = try store.beginPasswordChange(user: "alice", current: pw("after a reset"))
+        defer { again.wipe() }
+        assertThrows(.passwordTooShort(minimum: 8)) { try self.store.finishPasswordChange(again, new: self.pw("short")) }
+        assertThrows(.wrongPassword) { _ = try self.store.beginPasswordChange(user: "alice", current: self.pw("alice-new-password")) }
+        XCTAssertNoThrow(try store.open(user: "alice", password: pw("after a reset")).wipe())
+    }
+
+    /// The record changed between the halves (another passwd, a reset, a remove and add from
+    /// another store instance): the change is refused and the record left as the other
+    /// command wrote it. A removed account is 'no such account'.
+    func testAPasswordChangeWhoseRecordChangedMeanwhileIsRefused() throws {
+        let rk = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
+        let other = try AccountStore(layout: layout)
+        func record() throws -> Data { try Data(contentsOf: URL(fileURLWithPath: layout.accountsDir + "/" + recordFiles()[0])) }
+        let meanwhile: [(String, () throws -> Void)] = [
+            // Each leaves the same password: what changed is the record, not what opens it.
+            ("passwd", { try other.changePassword(user: "alice", old: self.pw("alice-password"), new: self.pw("alice-password")) }),
+            ("reset", { try other.resetPassword(user: "alice", recoveryKey: rk.formatted, new: self.pw("alice-password")) }),
+            ("remove and add", {
+                try other.remove(user: "alice", password: self.pw("alice-password"), deletePhotos: false)
+                _ = try other.add(user: "alice", password: self.pw("alice-password"), deviceBound: false, parameters: self.fast)
+            }),
+        ]
+        for (what, change) in meanwhile {
+            let pending = try store.beginPasswordChange(user: "alice", current: pw("alice-password"))
+            defer { pending.wipe() }
+            try change()
+            let written = try record()
+            assertThrows(.accountChangedMeanwhile) { try self.store.finishPasswordChange(pending, new: self.pw("never written")) }
+            XCTAssertEqual(try record(), written, what)
+            assertThrows(.wrongPassword) { _ = try self.store.open(user: "alice", password: self.pw("never written")) }
+        }
+        let pending = try store.beginPasswordChange(user: "alice", current: pw("alice-password"))
+        try other.remove(user: "alice", password: pw("alice-password"), deletePhotos: true)
+        assertThrows(.noSuchAccount) { try self.store.finishPasswordChange(pending, new: self.pw("never written")) }
+        XCTAssertEqual(try recordFiles(), [])
+    }
 }

@@ -55,18 +55,31 @@ enum UserCommands {
         }
     }
 
-    static func passwd(_ args: ParsedArguments) throws -> Int32 {
+    static func passwd(_ args: ParsedArguments) throws -> Int32 { try passwd(args, input: PasswordInput()) }
+
+    /// `input`: where the secrets are read (tests give a pty as the terminal).
+    static func passwd(_ args: ParsedArguments, input: PasswordInput) throws -> Int32 {
         let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
         let user = try args.userName()
         try requireAccount(accounts, user)
-        let old = try PasswordInput().password(args, prompt: "Current password: ")
+        let old = try input.password(args, prompt: "Current password: ")
         defer { old.wipe() }
-        // A wrong current password is said before the new one is typed twice for nothing
-        // (as gocryptfs -passwd does); a new password from a file costs nobody any typing.
-        if args.value("new-passfile") == nil { try accounts.open(user: user, password: old).wipe() }
-        let new = try PasswordInput().newPassword(args)
-        defer { new.wipe() }
-        try accounts.changePassword(user: user, old: old, new: new)
+        if args.value("new-passfile") != nil {
+            // Nobody types anything: the check and the change run in one go under the lock.
+            let new = try input.newPassword(args)
+            defer { new.wipe() }
+            try accounts.changePassword(user: user, old: old, new: new)
+        } else {
+            // A wrong current password is said before the new one is typed twice for nothing
+            // (as gocryptfs -passwd does). What it unwraps is kept in secure memory for the
+            // change, so its Argon2id runs once; an account changed meanwhile is refused.
+            let change = try accounts.beginPasswordChange(user: user, current: old)
+            defer { change.wipe() }
+            old.wipe()
+            let new = try input.newPassword(args)
+            defer { new.wipe() }
+            try accounts.finishPasswordChange(change, new: new)
+        }
         print("Password changed for '\(user)'. No photo was re-encrypted; the recovery key is unchanged.")
         return 0
     }

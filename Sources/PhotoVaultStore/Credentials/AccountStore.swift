@@ -1,5 +1,6 @@
 import Glibc
 import PhotoVaultCrypto
+import Synchronization
 
 /// The store's credential records: create, unlock, change and remove accounts
 /// (CREDENTIALS.md). Value type; every call re-reads what it needs from disk, so several
@@ -11,6 +12,10 @@ public struct AccountStore {
     /// How long a mutation waits for another one to finish before `.storeBusy`.
     public var lockTimeout: Double = 10
     public var throttle = LoginThrottle()
+
+    /// How many password KEKs (Argon2id of a password) this process has derived: tests count
+    /// them to prove a command derives no more than it needs (a stopwatch proves nothing).
+    static let passwordKDFRuns = Atomic<Int>(0)
 
     /// Loads and validates the store config (`.storeNotInitialised`, `.corruptStore`, ...).
     public init(layout: StoreLayout) throws {
@@ -113,11 +118,7 @@ public struct AccountStore {
     /// Unlocks an account with its password. Waits first if earlier attempts failed
     /// (`throttle`). The caller wipes the returned master key.
     public func open(user: String, password: SecureBytes) throws -> OpenedAccount {
-        guard !user.isEmpty else { throw StoreError.emptyUsername }
-        guard PasswordPolicy.codePoints(password) > 0 else { throw StoreError.emptyPassword }
-        let name = try AccountName.derive(user: user, config: config)
-        let record = try loadRecord(name)
-        let payload = try unlockPasswordSlot(record, name: name, password: password)
+        let (_, _, payload) = try unlock(user: user, password: password)
         defer { payload.wipe() }
         let (mk, treeID) = try AccountPayload.split(payload)
         // The record opens but its photos are gone (deleted or never copied with the store):
@@ -151,6 +152,33 @@ public struct AccountStore {
             let payload = try unlockPasswordSlot(record, name: name, password: old, throttleWaited: true)
             defer { payload.wipe() }
             try rewrapPasswordSlot(record, name: name, payload: payload, password: new, parameters: parameters)
+        }
+    }
+
+    /// The first half of a password change whose new password is still to be typed: checks
+    /// the current password (throttled, as `changePassword`) and keeps what it unwraps, so
+    /// that `finishPasswordChange` needs no second Argon2id of it. Takes no lock: typing may
+    /// take minutes. The caller wipes the result (also on every error path).
+    public func beginPasswordChange(user: String, current: SecureBytes) throws -> PendingPasswordChange {
+        let (name, record, payload) = try unlock(user: user, password: current)
+        return PendingPasswordChange(name: name, record: record, payload: payload)
+    }
+
+    /// The second half: under the store's lock, re-reads the record and rewraps the kept key
+    /// under `new`. A record that is no longer the one the current password opened (another
+    /// passwd or reset-password, or a remove and a new add, happened meanwhile) is not
+    /// overwritten: `.accountChangedMeanwhile`, and nothing changes. Overwriting would undo
+    /// that change (a reset by the owner, say) or, after a remove and add, point the new
+    /// account at the old one's key; re-checking instead would need the old password kept
+    /// and a second Argon2id, the very cost this split saves, and could still not tell the
+    /// user that someone else changed their account. A removed account is `.noSuchAccount`.
+    public func finishPasswordChange(_ change: PendingPasswordChange, new: SecureBytes,
+                                     parameters: Argon2Parameters? = nil) throws {
+        try PasswordPolicy.check(new)
+        try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
+            let record = try loadRecord(change.name)
+            guard record == change.record else { throw StoreError.accountChangedMeanwhile }
+            try rewrapPasswordSlot(record, name: change.name, payload: change.payload, password: new, parameters: parameters)
         }
     }
 
@@ -297,6 +325,16 @@ public struct AccountStore {
         return secret
     }
 
+    /// `open` without the tree: the record's name, the record, and its unwrapped payload
+    /// (which the caller wipes).
+    private func unlock(user: String, password: SecureBytes) throws -> (AccountName, AccountRecord, SecureBytes) {
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        guard PasswordPolicy.codePoints(password) > 0 else { throw StoreError.emptyPassword }
+        let name = try AccountName.derive(user: user, config: config)
+        let record = try loadRecord(name)
+        return (name, record, try unlockPasswordSlot(record, name: name, password: password))
+    }
+
     /// Floor check, device check, throttle wait, Argon2id, unwrap. Returns the payload.
     /// `throttleWaited`: the caller waited already, before taking the accounts lock. Waiting
     /// under the lock made one account's wrong guesses (up to 30 s each) turn every other
@@ -360,6 +398,7 @@ public struct AccountStore {
     /// KEK_pw = Argon2id(password, salt, cost), then bound to the device secret if any.
     private func passwordKEK(_ password: SecureBytes, record: AccountRecord, device: SecureBytes?) throws -> SecureBytes {
         let kek: SecureBytes
+        Self.passwordKDFRuns.add(1, ordering: .relaxed)
         do { kek = try PasswordKDF.derive(password: password, salt: record.salt, parameters: record.kdf) }
         catch { throw StoreError.io(errno: ENOMEM, context: "Argon2id (\(record.kdf.memLimit >> 20) MiB) failed: \(error)") }
         guard let d = device else { return kek }

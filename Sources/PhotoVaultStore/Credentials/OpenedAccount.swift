@@ -13,3 +13,22 @@ public struct OpenedAccount {
 
     public func wipe() { masterKey.wipe() }
 }
+
+/// A password change between its two halves (`AccountStore.beginPasswordChange` and
+/// `finishPasswordChange`): the unwrapped payload (master key and tree ID) in secure memory,
+/// and the record it came from. `wipe()` it on every path; it also wipes itself when freed.
+public final class PendingPasswordChange {
+    let name: AccountName
+    let record: AccountRecord
+    let payload: SecureBytes
+
+    init(name: AccountName, record: AccountRecord, payload: SecureBytes) {
+        self.name = name
+        self.record = record
+        self.payload = payload
+    }
+
+    public func wipe() { payload.wipe() }
+
+    deinit { payload.wipe() }
+}

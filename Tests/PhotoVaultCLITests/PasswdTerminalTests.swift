@@ -1,0 +1,123 @@
+import XCTest
+import Glibc
+import PhotoVaultCrypto
+@testable import PhotoVaultStore
+@testable import PhotoVaultCLI
+
+/// `photovault user passwd` typed at a terminal (a pty), run in this process so that the
+/// password KEKs it derives can be counted.
+final class PasswdTerminalTests: XCTestCase {
+    var dir = ""
+    var layout: StoreLayout!
+    let current = "the current password"
+
+    override func setUpWithError() throws {
+        var template = Array("/tmp/pv-passwd-XXXXXX".utf8CString)
+        guard let p = mkdtemp(&template) else { throw StoreError.posix("mkdtemp") }
+        dir = String(cString: p)
+        layout = StoreLayout(root: dir + "/store")
+        var config = StoreConfig()
+        config.accountNameKDF = .testing
+        try layout.initialise(config: config)
+        _ = try AccountStore(layout: layout).add(user: "alice", password: secret(current), deviceBound: false,
+                                                 parameters: .floor)
+    }
+
+    override func tearDownWithError() throws {
+        try? TreeRemoval.removeRecursively(dir)
+    }
+
+    func secret(_ s: String) -> SecureBytes { SecureBytes(copying: Array(s.utf8)) }
+
+    func recordBytes() throws -> [UInt8] {
+        let names = try FileManager.default.contentsOfDirectory(atPath: layout.accountsDir).filter { $0.hasSuffix(".rec") }
+        XCTAssertEqual(names.count, 1)
+        return Array(try Data(contentsOf: URL(fileURLWithPath: layout.accountsDir + "/" + names[0])))
+    }
+
+    func assertOpens(_ password: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertNoThrow(try AccountStore(layout: layout).open(user: "alice", password: secret(password)).wipe(),
+                         password, file: file, line: line)
+    }
+
+    func assertRefused(_ password: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try AccountStore(layout: layout).open(user: "alice", password: secret(password)),
+                             password, file: file, line: line) {
+            XCTAssertEqual($0 as? StoreError, .wrongPassword, file: file, line: line)
+        }
+    }
+
+    /// Runs `user passwd alice` with the pty as its terminal. `duringNewPrompt` runs once the
+    /// "New password: " prompt shows, before anything is typed at it. Returns the exit
+    /// code, stderr and the number of password KEKs derived.
+    func passwd(new: String, duringNewPrompt: () throws -> Void = {}) throws -> (code: Int32, stderr: String, derivations: Int) {
+        let pty = try PasswordInputTests.PTY()
+        defer { close(pty.master) }
+        let slave = open(pty.slavePath, O_RDWR | O_NOCTTY)   // keeps the pty alive between prompts
+        defer { close(slave) }
+        let input = PasswordInput(standardInputFD: -1, terminalPath: pty.slavePath)
+        final class Box: @unchecked Sendable { var code: Int32 = -1; var err = "" }
+        let box = Box()
+        let argv = ["user", "passwd", "alice", "--store", layout.root]
+        let before = AccountStore.passwordKDFRuns.load(ordering: .relaxed)
+        let done = expectation(description: "passwd")
+        Thread {
+            box.code = PhotoVaultCLI.run(argv, console: Console(out: { _ in }, err: { box.err += $0 }),
+                                         handlers: ["user passwd": { try UserCommands.passwd($0, input: input) }])
+            done.fulfill()
+        }.start()
+        XCTAssertTrue(pty.waitFor("Current password: ", timeout: 20).contains("Current password: "))
+        pty.type(current + "\n")
+        XCTAssertTrue(pty.waitFor("New password: ", timeout: 20).contains("New password: "))
+        try duringNewPrompt()
+        pty.type(new + "\n")
+        XCTAssertTrue(pty.waitFor("Retype new password: ", timeout: 20).contains("Retype new password: "))
+        pty.type(new + "\n")
+        wait(for: [done], timeout: 60)
+        return (box.code, box.err, AccountStore.passwordKDFRuns.load(ordering: .relaxed) - before)
+    }
+
+    /// One Argon2id of the current password (checked before the new one is asked for, its
+    /// key kept for the change) and one of the new: it used to derive the current one twice.
+    func testPasswdAtATerminalDerivesTheCurrentPasswordOnce() throws {
+        let r = try passwd(new: "a brand new passphrase")
+        XCTAssertEqual(r.code, 0, r.stderr)
+        XCTAssertEqual(r.stderr, "")
+        XCTAssertEqual(r.derivations, 2, "Argon2id runs: one for the current password, one for the new")
+        assertOpens("a brand new passphrase")
+        assertRefused(current)
+    }
+
+    /// Another command changes the account while the new password is typed: the change is
+    /// refused in one line, exit 11, and the other command's password stays. (Re-checking
+    /// the current password against the new record said 'wrong password', exit 5.)
+    func testAnAccountChangedWhileTheNewPasswordIsTypedIsNotOverwritten() throws {
+        var changed: [UInt8] = []
+        let r = try passwd(new: "a brand new passphrase") {
+            try AccountStore(layout: layout).changePassword(user: "alice", old: secret(current), new: secret("set by another command"))
+            changed = try recordBytes()
+        }
+        XCTAssertEqual(r.code, 11, r.stderr)
+        XCTAssertEqual(r.stderr, "photovault: the account was changed by another command (passwd, reset-password or remove) "
+                       + "while the new password was typed; nothing was changed: run 'photovault user passwd' again\n")
+        XCTAssertTrue(try recordBytes() == changed, "the record written meanwhile must stay as it is")
+        assertOpens("set by another command")
+        assertRefused("a brand new passphrase")
+    }
+
+    /// The same account removed and added again (same name, same password) while the new
+    /// password is typed: the key kept from the old record must not be written into the new
+    /// account's record (it would open the removed account's tree).
+    func testAnAccountRemovedAndAddedAgainMeanwhileIsNotOverwritten() throws {
+        var changed: [UInt8] = []
+        let r = try passwd(new: "a brand new passphrase") {
+            let store = try AccountStore(layout: layout)
+            try store.remove(user: "alice", password: secret(current), deletePhotos: false)
+            _ = try store.add(user: "alice", password: secret(current), deviceBound: false, parameters: .floor)
+            changed = try recordBytes()
+        }
+        XCTAssertEqual(r.code, 11, r.stderr)
+        XCTAssertTrue(try recordBytes() == changed, "the new account's record must stay as it is")
+        assertOpens(current)
+    }
+}
