@@ -88,7 +88,9 @@ public struct PasswordInput {
             // Asked twice only for a new password: one the rules refuse is refused now, before
             // it is typed a second time for nothing.
             do { try PasswordPolicy.check(first) } catch { first.wipe(); throw error }
-            let second = try readFromTerminal(prompt: "Retype " + prompt.prefix(1).lowercased() + prompt.dropFirst())
+            let second = try TerminalRestore.holding(first) {
+                try readFromTerminal(prompt: "Retype " + prompt.prefix(1).lowercased() + prompt.dropFirst())
+            }
             defer { second.wipe() }
             guard Self.equal(first, second) else {
                 first.wipe()
@@ -224,12 +226,22 @@ public struct PasswordInput {
 }
 
 /// Signal-time terminal restore. Globals because a C signal handler cannot capture; only
-/// async-signal-safe calls (tcsetattr, signal, raise) run in the handler.
+/// async-signal-safe calls (explicit_bzero, tcsetattr, signal, raise) run in the handler.
 nonisolated(unsafe) private var restoreFD: Int32 = -1
 nonisolated(unsafe) private var restoreState = termios()
 nonisolated(unsafe) private var previousHandlers: [Int32: __sighandler_t?] = [:]
+/// Secrets held while a prompt waits (`TerminalRestore.holding`): a fixed table, so the
+/// handler reads it without touching the allocator.
+nonisolated(unsafe) private let heldSecrets = UnsafeMutablePointer<(pointer: UnsafeMutableRawPointer, count: Int)>
+    .allocate(capacity: TerminalRestore.maximumHeld)
+nonisolated(unsafe) private var heldCount = 0
 
 private func restoreTerminalAndDie(_ sig: Int32) {
+    var i = 0
+    while i < heldCount {
+        explicit_bzero(heldSecrets[i].pointer, heldSecrets[i].count)
+        i += 1
+    }
     if restoreFD >= 0 { _ = tcsetattr(restoreFD, TCSANOW, &restoreState) }
     signal(sig, SIG_DFL)
     raise(sig)
@@ -237,8 +249,30 @@ private func restoreTerminalAndDie(_ sig: Int32) {
 
 enum TerminalRestore {
     static let signals: [Int32] = [SIGINT, SIGTERM, SIGQUIT, SIGHUP]
+    static let maximumHeld = 4
+
+    /// Runs `body` (which prompts) with `secret` on the list the signal handler zeroes
+    /// before the process dies of SIGINT, SIGTERM, SIGQUIT or SIGHUP at a prompt: a key or
+    /// a first password entry kept across prompts is wiped on that path too, not only on
+    /// return and on error. (Outside a prompt those signals kill without a handler; the
+    /// memory, locked and excluded from core dumps, goes back to the kernel unread.)
+    static func holding<R>(_ secret: SecureBytes, _ body: () throws -> R) rethrows -> R {
+        try holding(UnsafeMutableRawPointer(mutating: secret.unsafePointer), count: secret.count, body)
+    }
+
+    static func holding<R>(_ pointer: UnsafeMutableRawPointer, count: Int, _ body: () throws -> R) rethrows -> R {
+        precondition(heldCount < maximumHeld, "too many secrets held across prompts")
+        heldSecrets[heldCount] = (pointer, count)
+        heldCount += 1   // only now does the handler see the entry, complete
+        defer { heldCount -= 1 }
+        return try body()
+    }
+
+    /// Bytes the handler would zero now (for tests).
+    static var heldByteCount: Int { (0..<heldCount).reduce(0) { $0 + heldSecrets[$1].count } }
 
     static func arm(fd: Int32, state: termios) {
+        _ = heldByteCount   // the handler must find the table initialised, never start it
         restoreState = state
         restoreFD = fd
         for s in signals { previousHandlers[s] = signal(s, restoreTerminalAndDie) }

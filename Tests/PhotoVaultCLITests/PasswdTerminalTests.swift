@@ -10,6 +10,7 @@ final class PasswdTerminalTests: XCTestCase {
     var dir = ""
     var layout: StoreLayout!
     let current = "the current password"
+    var recoveryKey = ""
 
     override func setUpWithError() throws {
         var template = Array("/tmp/pv-passwd-XXXXXX".utf8CString)
@@ -19,8 +20,10 @@ final class PasswdTerminalTests: XCTestCase {
         var config = StoreConfig()
         config.accountNameKDF = .testing
         try layout.initialise(config: config)
-        _ = try AccountStore(layout: layout).add(user: "alice", password: secret(current), deviceBound: false,
-                                                 parameters: .floor)
+        let rk = try AccountStore(layout: layout).add(user: "alice", password: secret(current), deviceBound: false,
+                                                      parameters: .floor)
+        recoveryKey = rk.formatted
+        rk.wipe()
     }
 
     override func tearDownWithError() throws {
@@ -51,6 +54,14 @@ final class PasswdTerminalTests: XCTestCase {
     /// "New password: " prompt shows, before anything is typed at it. Returns the exit
     /// code, stderr and the number of password KEKs derived.
     func passwd(new: String, duringNewPrompt: () throws -> Void = {}) throws -> (code: Int32, stderr: String, derivations: Int) {
+        try atTerminal("passwd", UserCommands.passwd, first: ("Current password: ", current), new: new,
+                       duringNewPrompt: duringNewPrompt)
+    }
+
+    /// `user COMMAND alice`: answers `first`, then the new password twice.
+    func atTerminal(_ command: String, _ handler: @escaping (ParsedArguments, PasswordInput) throws -> Int32,
+                    first: (prompt: String, answer: String), new: String,
+                    duringNewPrompt: () throws -> Void) throws -> (code: Int32, stderr: String, derivations: Int) {
         let pty = try PasswordInputTests.PTY()
         defer { close(pty.master) }
         let slave = open(pty.slavePath, O_RDWR | O_NOCTTY)   // keeps the pty alive between prompts
@@ -58,16 +69,16 @@ final class PasswdTerminalTests: XCTestCase {
         let input = PasswordInput(standardInputFD: -1, terminalPath: pty.slavePath)
         final class Box: @unchecked Sendable { var code: Int32 = -1; var err = "" }
         let box = Box()
-        let argv = ["user", "passwd", "alice", "--store", layout.root]
+        let argv = ["user", command, "alice", "--store", layout.root]
         let before = AccountStore.passwordKDFRuns.load(ordering: .relaxed)
         let done = expectation(description: "passwd")
         Thread {
             box.code = PhotoVaultCLI.run(argv, console: Console(out: { _ in }, err: { box.err += $0 }),
-                                         handlers: ["user passwd": { try UserCommands.passwd($0, input: input) }])
+                                         handlers: ["user \(command)": { try handler($0, input) }])
             done.fulfill()
         }.start()
-        XCTAssertTrue(pty.waitFor("Current password: ", timeout: 20).contains("Current password: "))
-        pty.type(current + "\n")
+        XCTAssertTrue(pty.waitFor(first.prompt, timeout: 20).contains(first.prompt))
+        pty.type(first.answer + "\n")
         XCTAssertTrue(pty.waitFor("New password: ", timeout: 20).contains("New password: "))
         try duringNewPrompt()
         pty.type(new + "\n")
@@ -80,7 +91,10 @@ final class PasswdTerminalTests: XCTestCase {
     /// One Argon2id of the current password (checked before the new one is asked for, its
     /// key kept for the change) and one of the new: it used to derive the current one twice.
     func testPasswdAtATerminalDerivesTheCurrentPasswordOnce() throws {
-        let r = try passwd(new: "a brand new passphrase")
+        let r = try passwd(new: "a brand new passphrase") {
+            // The kept payload (master key and tree ID) is zeroed if a signal ends the prompt.
+            XCTAssertEqual(TerminalRestore.heldByteCount, 48)
+        }
         XCTAssertEqual(r.code, 0, r.stderr)
         XCTAssertEqual(r.stderr, "")
         XCTAssertEqual(r.derivations, 2, "Argon2id runs: one for the current password, one for the new")
@@ -119,5 +133,17 @@ final class PasswdTerminalTests: XCTestCase {
         XCTAssertEqual(r.code, 11, r.stderr)
         XCTAssertTrue(try recordBytes() == changed, "the new account's record must stay as it is")
         assertOpens(current)
+    }
+
+    /// reset-password holds the recovery key across the new-password prompts: a signal there
+    /// zeroes it (as the kept key of passwd).
+    func testResetPasswordHoldsTheRecoveryKeyForTheSignalHandler() throws {
+        let r = try atTerminal("reset-password", UserCommands.resetPassword, first: ("Recovery key: ", recoveryKey),
+                               new: "set with the recovery key") {
+            XCTAssertEqual(TerminalRestore.heldByteCount, recoveryKey.utf8.count)
+        }
+        XCTAssertEqual(r.code, 0, r.stderr)
+        XCTAssertEqual(r.derivations, 1, "Argon2id runs: the new password only")
+        assertOpens("set with the recovery key")
     }
 }

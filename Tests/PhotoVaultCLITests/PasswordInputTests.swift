@@ -173,6 +173,33 @@ final class PasswordInputTests: XCTestCase {
         XCTAssertFalse(PasswordInput.equal(SecureBytes(copying: [1, 2, 3]), SecureBytes(copying: [1, 2])))
     }
 
+    /// A secret held across a prompt is zeroed by the prompt's signal handler before the
+    /// signal kills the process: a child of this test, armed as at a prompt, holds a page it
+    /// shares with the parent and raises SIGTERM; the parent finds the page zeroed.
+    func testASignalAtAPromptZeroesTheSecretsHeldAcrossIt() throws {
+        let size = 48
+        guard let page = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0),
+              page != MAP_FAILED else { throw CLIError.failed("mmap") }
+        defer { munmap(page, 4096) }
+        memset(page, 0xA5, 4096)
+        TerminalRestore.arm(fd: -1, state: termios())
+        let pid = TerminalRestore.holding(page, count: size) {
+            XCTAssertEqual(TerminalRestore.heldByteCount, size)
+            let pid = fork()
+            if pid == 0 { raise(SIGTERM); _exit(99) }   // the child: only async-signal-safe calls
+            return pid
+        }
+        TerminalRestore.disarm()
+        XCTAssertGreaterThan(pid, 0)
+        var status: Int32 = 0
+        XCTAssertEqual(waitpid(pid, &status, 0), pid)
+        XCTAssertEqual(status & 0x7f, SIGTERM, "the child must die of the signal (status \(status))")
+        let bytes = Array(UnsafeRawBufferPointer(start: page, count: 4096))
+        XCTAssertEqual(Array(bytes[0..<size]), [UInt8](repeating: 0, count: size), "the held secret was not zeroed")
+        XCTAssertEqual(Array(bytes[size...]), [UInt8](repeating: 0xA5, count: 4096 - size), "only the held bytes are zeroed")
+        XCTAssertEqual(TerminalRestore.heldByteCount, 0)
+    }
+
     // MARK: - A real pseudo-terminal
 
     /// A pty pair: the reader uses the slave as its /dev/tty, the test types on the master.
@@ -236,6 +263,8 @@ final class PasswordInputTests: XCTestCase {
         pty.type(answers[0] + "\n")
         if confirm && answers.count > 1 {
             transcript += pty.waitFor("Retype password: ")
+            // The first entry is held across the retype prompt: a signal there zeroes it.
+            XCTAssertEqual(TerminalRestore.heldByteCount, answers[0].utf8.count)
             pty.type(answers[1] + "\n")
         }
         wait(for: [done], timeout: 10)

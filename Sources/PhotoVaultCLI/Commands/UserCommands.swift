@@ -76,7 +76,7 @@ enum UserCommands {
             let change = try accounts.beginPasswordChange(user: user, current: old)
             defer { change.wipe() }
             old.wipe()
-            let new = try input.newPassword(args)
+            let new = try TerminalRestore.holding(change.secret) { try input.newPassword(args) }
             defer { new.wipe() }
             try accounts.finishPasswordChange(change, new: new)
         }
@@ -84,13 +84,15 @@ enum UserCommands {
         return 0
     }
 
-    static func resetPassword(_ args: ParsedArguments) throws -> Int32 {
+    static func resetPassword(_ args: ParsedArguments) throws -> Int32 { try resetPassword(args, input: PasswordInput()) }
+
+    static func resetPassword(_ args: ParsedArguments, input: PasswordInput) throws -> Int32 {
         let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
         let user = try args.userName()
         try requireAccount(accounts, user)
-        let key = try PasswordInput().recoveryKey(args)
+        let key = try input.recoveryKey(args)
         defer { key.wipe() }
-        let new = try PasswordInput().newPassword(args)
+        let new = try TerminalRestore.holding(key) { try input.newPassword(args) }
         defer { new.wipe() }
         try accounts.resetPassword(user: user, recoveryKey: key, new: new)
         print("New password set for '\(user)'.")

@@ -28,6 +28,9 @@ public final class PendingPasswordChange {
         self.payload = payload
     }
 
+    /// The secret held, to be zeroed by a signal handler too (never copy it out).
+    public var secret: SecureBytes { payload }
+
     public func wipe() { payload.wipe() }
 
     deinit { payload.wipe() }
