@@ -229,7 +229,7 @@ public struct PasswordInput {
 /// async-signal-safe calls (explicit_bzero, tcsetattr, signal, raise) run in the handler.
 nonisolated(unsafe) private var restoreFD: Int32 = -1
 nonisolated(unsafe) private var restoreState = termios()
-nonisolated(unsafe) private var previousHandlers: [Int32: __sighandler_t?] = [:]
+nonisolated(unsafe) private var previousActions: [Int32: sigaction] = [:]
 /// Secrets held while a prompt waits (`TerminalRestore.holding`): a fixed table, so the
 /// handler reads it without touching the allocator.
 nonisolated(unsafe) private let heldSecrets = UnsafeMutablePointer<(pointer: UnsafeMutableRawPointer, count: Int)>
@@ -275,12 +275,25 @@ enum TerminalRestore {
         _ = heldByteCount   // the handler must find the table initialised, never start it
         restoreState = state
         restoreFD = fd
-        for s in signals { previousHandlers[s] = signal(s, restoreTerminalAndDie) }
+        for s in signals {
+            var previous = sigaction()
+            guard sigaction(s, nil, &previous) == 0 else { continue }
+            // A signal the caller ignores (nohup's SIGHUP; SIGINT and SIGQUIT of a job a
+            // non-interactive shell started with '&') stays ignored: the handler would make
+            // it kill the process. It used to, and disarm then left it at SIG_DFL.
+            if unsafeBitCast(previous.__sigaction_handler.sa_handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) {
+                continue
+            }
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = restoreTerminalAndDie
+            sigemptyset(&action.sa_mask)
+            if sigaction(s, &action, nil) == 0 { previousActions[s] = previous }
+        }
     }
 
     static func disarm() {
-        for s in signals { signal(s, previousHandlers[s] ?? SIG_DFL) }
-        previousHandlers = [:]
+        for (s, var previous) in previousActions { sigaction(s, &previous, nil) }
+        previousActions = [:]
         restoreFD = -1
     }
 }

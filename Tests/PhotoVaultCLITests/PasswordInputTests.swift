@@ -200,6 +200,32 @@ final class PasswordInputTests: XCTestCase {
         XCTAssertEqual(TerminalRestore.heldByteCount, 0)
     }
 
+    /// A signal the caller ignores (SIGHUP under nohup, SIGINT and SIGQUIT for a job that
+    /// a non-interactive shell started with '&') stays ignored while a prompt waits, and
+    /// after it: the prompt's handler used to replace SIG_IGN and kill the process. A
+    /// signal not ignored still gets the handler, and its old disposition back afterwards.
+    func testASignalTheCallerIgnoresStaysIgnoredAtAPrompt() throws {
+        func disposition(_ s: Int32) -> Int {
+            var a = sigaction()
+            sigaction(s, nil, &a)
+            return unsafeBitCast(a.__sigaction_handler.sa_handler, to: Int.self)
+        }
+        let ignored = unsafeBitCast(SIG_IGN, to: Int.self), byDefault = unsafeBitCast(SIG_DFL, to: Int.self)
+        let savedHUP = signal(SIGHUP, SIG_IGN), savedTERM = signal(SIGTERM, SIG_DFL)
+        defer { signal(SIGHUP, savedHUP); signal(SIGTERM, savedTERM) }
+        TerminalRestore.arm(fd: -1, state: termios())
+        XCTAssertEqual(disposition(SIGHUP), ignored)
+        XCTAssertNotEqual(disposition(SIGTERM), byDefault, "a signal not ignored gets the prompt's handler")
+        let pid = fork()
+        if pid == 0 { raise(SIGHUP); _exit(7) }   // the child: only async-signal-safe calls
+        TerminalRestore.disarm()
+        var status: Int32 = 0
+        XCTAssertEqual(waitpid(pid, &status, 0), pid)
+        XCTAssertEqual(status, 7 << 8, "an ignored SIGHUP killed the process at the prompt (status \(status))")
+        XCTAssertEqual(disposition(SIGHUP), ignored)
+        XCTAssertEqual(disposition(SIGTERM), byDefault)
+    }
+
     // MARK: - A real pseudo-terminal
 
     /// A pty pair: the reader uses the slave as its /dev/tty, the test types on the master.
