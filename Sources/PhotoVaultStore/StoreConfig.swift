@@ -105,7 +105,15 @@ public struct StoreLayout: Sendable {
         for d in [root, accountsDir, usersDir] {
             if mkdir(d, 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(d)") }
         }
-        try AtomicFile.write(config.encoded(), to: configPath, mode: 0o600)
+        // Created with link(2), never renamed over: of two inits at once (two `init`, or
+        // `init` and a first mount's offer) only one makes the store. Both used to pass the
+        // check above, and the later rename replaced the config (store ID, account-name salt)
+        // that the first one's accounts were already made with.
+        let dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else { throw StoreError.posix("open \(root)") }
+        defer { close(dfd) }
+        do { try AtomicFile.create(config.encoded(), in: dfd, name: StoreConfig.fileName, mode: 0o600) }
+        catch StoreError.exists { throw StoreError.storeExists(path: root) }
     }
 
     /// The config, once the store's shape is checked: `.corruptStore` (exit 9) when the

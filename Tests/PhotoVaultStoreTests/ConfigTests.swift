@@ -58,6 +58,39 @@ final class ConfigTests: XCTestCase {
         XCTAssertNotEqual(StoreConfig().storeID, config.storeID)
     }
 
+    /// Two inits of one directory at the same time (two `photovault init`, or `init` and a
+    /// first mount's offer): exactly one makes the store, the other is told it exists. Both
+    /// passed the existence check and the second rename replaced the first config, whose
+    /// store ID and account-name salt the first one's accounts were then made with; they no
+    /// longer opened. (A race: on the old code it showed in nearly every round.)
+    func testTwoInitsAtOnceMakeOneStore() throws {
+        let base = Fixture.tempDir(self)
+        for round in 0..<20 {
+            let layout = StoreLayout(root: base + "/store-\(round)")
+            let start = DispatchSemaphore(value: 0), done = DispatchGroup()
+            let lock = NSLock()
+            nonisolated(unsafe) var results: [Result<StoreConfig, Error>] = []
+            for _ in 0..<2 {
+                done.enter()
+                Thread {
+                    start.wait()
+                    let config = StoreConfig()
+                    let r = Result { try layout.initialise(config: config); return config }
+                    lock.lock(); results.append(r); lock.unlock()
+                    done.leave()
+                }.start()
+            }
+            start.signal(); start.signal()
+            done.wait()
+            let made = results.compactMap { try? $0.get() }
+            XCTAssertEqual(made.count, 1, "round \(round): \(made.count) inits succeeded")
+            for r in results { if case .failure(let e) = r { XCTAssertEqual(e as? StoreError, .storeExists(path: layout.root)) } }
+            if let winner = made.first { XCTAssertEqual(try layout.loadConfig(), winner, "round \(round)") }
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: layout.root).sorted(),
+                           ["accounts", StoreConfig.fileName, "users"].sorted(), "no temp file left")
+        }
+    }
+
     func testMissingStore() {
         let layout = StoreLayout(root: Fixture.tempDir(self) + "/nothing")
         XCTAssertThrowsError(try layout.loadConfig()) { XCTAssertEqual($0 as? StoreError, .storeNotInitialised(path: layout.root)) }
