@@ -140,10 +140,54 @@ final class PasswdTerminalTests: XCTestCase {
     func testResetPasswordHoldsTheRecoveryKeyForTheSignalHandler() throws {
         let r = try atTerminal("reset-password", UserCommands.resetPassword, first: ("Recovery key: ", recoveryKey),
                                new: "set with the recovery key") {
-            XCTAssertEqual(TerminalRestore.heldByteCount, recoveryKey.utf8.count)
+            XCTAssertEqual(TerminalRestore.heldByteCount, RecoveryKey.size, "the parsed key (the typed text is wiped)")
         }
         XCTAssertEqual(r.code, 0, r.stderr)
         XCTAssertEqual(r.derivations, 1, "Argon2id runs: the new password only")
         assertOpens("set with the recovery key")
+    }
+
+    /// A recovery key that is mistyped (its checksum), or that is another account's, is
+    /// refused right after it is typed, before the new password is asked for twice: both
+    /// used to be said only after the new password had been typed twice for nothing.
+    func testAWrongRecoveryKeyIsSaidBeforeTheNewPassword() throws {
+        let bob = try AccountStore(layout: layout).add(user: "bob", password: secret("bob's password"), deviceBound: false,
+                                                       parameters: .floor)
+        var typo = Array(recoveryKey)
+        typo[0] = typo[0] == "A" ? "B" : "A"
+        let cases: [(String, String)] = [
+            (String(typo), "photovault: the recovery key is mistyped (its checksum does not match)\n"),
+            (bob.formatted, "photovault: that recovery key does not open this account\n"),
+        ]
+        bob.wipe()
+        for (key, line) in cases {
+            let pty = try PasswordInputTests.PTY()
+            defer { close(pty.master) }
+            let slave = open(pty.slavePath, O_RDWR | O_NOCTTY)
+            defer { close(slave) }
+            let input = PasswordInput(standardInputFD: -1, terminalPath: pty.slavePath)
+            final class Box: @unchecked Sendable { var code: Int32 = -1; var err = "" }
+            let box = Box()
+            let argv = ["user", "reset-password", "alice", "--store", layout.root]
+            let done = expectation(description: "reset-password")
+            Thread {
+                box.code = PhotoVaultCLI.run(argv, console: Console(out: { _ in }, err: { box.err += $0 }),
+                                             handlers: ["user reset-password": { try UserCommands.resetPassword($0, input: input) }])
+                done.fulfill()
+            }.start()
+            XCTAssertTrue(pty.waitFor("Recovery key: ", timeout: 20).contains("Recovery key: "))
+            pty.type(key + "\n")
+            let after = pty.waitFor("New password: ", timeout: 3)
+            XCTAssertFalse(after.contains("New password: "), "the new password was asked for first")
+            if after.contains("New password: ") {   // let the old order finish
+                pty.type("set for nothing 1\n")
+                _ = pty.waitFor("Retype", timeout: 5)
+                pty.type("set for nothing 1\n")
+            }
+            wait(for: [done], timeout: 60)
+            XCTAssertEqual(box.code, 2, box.err)
+            XCTAssertEqual(box.err, line)
+        }
+        assertOpens(current)
     }
 }

@@ -90,9 +90,15 @@ enum UserCommands {
         let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
         let user = try args.userName()
         try requireAccount(accounts, user)
-        let key = try input.recoveryKey(args)
+        let typed = try input.recoveryKey(args)
+        defer { typed.wipe() }
+        // A mistyped key (its checksum) or one that does not open this account is said now,
+        // not after the new password has been typed twice for nothing (as passwd does).
+        let key = try RecoveryKey.parse(typed)
         defer { key.wipe() }
-        let new = try TerminalRestore.holding(key) { try input.newPassword(args) }
+        typed.wipe()
+        try accounts.checkRecoveryKey(user: user, recoveryKey: key)
+        let new = try TerminalRestore.holding(key.bytes) { try input.newPassword(args) }
         defer { new.wipe() }
         try accounts.resetPassword(user: user, recoveryKey: key, new: new)
         print("New password set for '\(user)'.")

@@ -212,21 +212,21 @@ public struct AccountStore {
         let name = try AccountName.derive(user: user, config: config)
         try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
             let record = try loadRecord(name)
-            let device = try deviceSecret(for: record)
-            defer { device?.wipe() }
-            let kek = recoveryKEK(key, device: device)
-            defer { kek.wipe() }
-            let payload: SecureBytes
-            do {
-                payload = try SecretBox.unwrap(record.recoverySlot, under: kek,
-                                               ad: record.recoverySlotAD(storeID: config.storeID, fileName: name.recordFileName))
-            } catch {
-                throw StoreError.invalidArgument("that recovery key does not open this account")
-            }
+            let payload = try unlockRecoverySlot(record, name: name, key: key)
             defer { payload.wipe() }
             throttle.recordSuccess(accountsDir: layout.accountsDir, name: name)
             try rewrapPasswordSlot(record, name: name, payload: payload, password: new, parameters: parameters)
         }
+    }
+
+    /// Whether `key` opens the account (`.invalidArgument` "that recovery key does not open
+    /// this account", `.wrongDevice`, `.noSuchAccount`), changing nothing: the CLI says so
+    /// before the new password is typed twice. Cheap: the recovery slot needs no Argon2id
+    /// (only the record's name does).
+    public func checkRecoveryKey(user: String, recoveryKey key: RecoveryKey) throws {
+        guard !user.isEmpty else { throw StoreError.emptyUsername }
+        let name = try AccountName.derive(user: user, config: config)
+        try unlockRecoverySlot(loadRecord(name), name: name, key: key).wipe()
     }
 
     // MARK: remove
@@ -356,6 +356,20 @@ public struct AccountStore {
             // Wrong password, or a record edited/renamed/copied: the AEAD cannot tell which.
             throttle.recordFailure(accountsDir: layout.accountsDir, name: name)
             throw StoreError.wrongPassword
+        }
+    }
+
+    /// Device check, recovery KEK, unwrap. Returns the payload (which the caller wipes).
+    private func unlockRecoverySlot(_ record: AccountRecord, name: AccountName, key: RecoveryKey) throws -> SecureBytes {
+        let device = try deviceSecret(for: record)
+        defer { device?.wipe() }
+        let kek = recoveryKEK(key, device: device)
+        defer { kek.wipe() }
+        do {
+            return try SecretBox.unwrap(record.recoverySlot, under: kek,
+                                        ad: record.recoverySlotAD(storeID: config.storeID, fileName: name.recordFileName))
+        } catch {
+            throw StoreError.invalidArgument("that recovery key does not open this account")
         }
     }
 
