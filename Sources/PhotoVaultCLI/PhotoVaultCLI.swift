@@ -73,6 +73,9 @@ public enum PhotoVaultCLI {
     public static func describe(_ error: Error) -> (String, Int32) {
         switch error {
         case let e as UsageError: return (e.description, ExitCodes.usage)
+        case let e as TransferFailure:
+            let (message, code) = describe(e.underlying)
+            return ("\(message) (\(e.note))", code)
         case let e as StoreError: return ("photovault: \(e.description)", e.exitCode)
         case let e as CLIError: return ("photovault: \(e.description)", e.exitCode)
         // The background daemon reports its failure with the exit code it computed.

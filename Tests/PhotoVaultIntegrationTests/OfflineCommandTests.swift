@@ -600,6 +600,43 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(sb.ok("cat \(Sandbox.quote(mp))/live/deep/a.jpg"), "a")
     }
 
+    /// An import that fails partway, on a source file that cannot be read (a bind mount of
+    /// /proc/PID/mem: a regular file whose read fails with EIO) and on a full store: one line
+    /// naming the file (its local path for a read error) and where the run stopped, the exit
+    /// status of the cause (1, 19); the files before it stay complete, and no partial
+    /// ciphertext (`.pvtmp-*`) is left in the vault. The line named neither the file nor
+    /// what stayed ("photovault: read: Input/output error").
+    func testAnImportThatFailsPartwayNamesTheFileAndLeavesNoPartialCiphertext() throws {
+        XCTAssertEqual(getuid(), 0, "bind and tmpfs mounts need root")
+        let sb = Sandbox("pv-offline-partway")
+        let store = Sandbox.quote(sb.store)
+        sb.ok("mkdir \(store) && mount -t tmpfs -o size=3m tmpfs \(store)")
+        defer { _ = Harness.run(["umount", "-l", sb.store]) }
+        sb.initStore()
+        let src = sb.plainDir("src"), out = sb.plainDir("out")
+        let qs = Sandbox.quote(src)
+        sb.ok("mkdir \(qs)/al \(qs)/big && printf one > \(qs)/al/1.txt && : > \(qs)/al/2-bad.bin && printf three > \(qs)/al/3.txt "
+              + "&& head -c 1500000 /dev/urandom > \(qs)/big/b1.bin && head -c 3000000 /dev/urandom > \(qs)/big/b2.bin")
+        sb.ok("mount --bind /proc/\(getpid())/mem \(qs)/al/2-bad.bin")
+        defer { _ = Harness.run(["umount", "-l", src + "/al/2-bad.bin"]) }
+        func partials() -> String { sb.ok("find \(store) -name '.pvtmp-*'") }
+
+        let unreadable = Self.pv(sb, ["import", src + "/al", "/z"])
+        assertFailure(unreadable, 1, "photovault: cannot import \(src)/al/2-bad.bin: read: Input/output error "
+                      + "(stopped at /z/al/2-bad.bin, which was not kept; 1 file imported before it stays)")
+        XCTAssertEqual(partials(), "")
+        XCTAssertEqual(Self.pv(sb, ["export", "/z/al", out]).status, 0)
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(out)) && find . -type f && cat al/1.txt"), "./al/1.txt\none")
+
+        let full = Self.pv(sb, ["import", src + "/big", "/p"])
+        assertFailure(full, 19, "photovault: no space left on the device holding the store "
+                      + "(stopped at /p/big/b2.bin, which was not kept; 1 file imported before it stays)")
+        XCTAssertEqual(partials(), "")
+        XCTAssertEqual(Self.pv(sb, ["export", "/p/big", out]).status, 0)
+        XCTAssertEqual(sb.ok("cd \(Sandbox.quote(out)) && find big -type f && cmp big/b1.bin \(qs)/big/b1.bin && echo same"),
+                       "big/b1.bin\nsame\n")
+    }
+
     func testClassSetGetAndList() {
         let (sb, src) = Self.importedTree("pv-offline-class", at: "/c")
 

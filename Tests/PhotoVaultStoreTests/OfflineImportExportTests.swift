@@ -661,6 +661,26 @@ final class OfflineImportExportTests: XCTestCase {
         XCTAssertEqual(OfflineFixture.lstat(out + "/mine").map { $0.st_mode & 0o7777 }, 0o700, "a directory the user had")
     }
 
+    /// A source that cannot be read partway through a run (/proc/self/mem: a regular file
+    /// whose read fails with EIO) stops the import with an I/O error that names that local
+    /// file; the file before it stays complete, the failing one leaves nothing behind (not
+    /// even its temp file), the one after it is not begun. The error used to say only
+    /// "read: Input/output error".
+    func testAnUnreadableSourceStopsTheImportNamingItAndLeavesNoPartialFile() throws {
+        let (tree, scratch) = try OfflineFixture.makeTree(self)
+        OfflineFixture.write(scratch + "/a.jpg", [1, 2, 3])
+        OfflineFixture.write(scratch + "/c.jpg", [4])
+        let sources = [scratch + "/a.jpg", "/proc/self/mem", scratch + "/c.jpg"]
+        XCTAssertThrowsError(try Importer(tree: tree).import(sources: sources, into: "/in")) {
+            XCTAssertEqual($0 as? StoreError, .io(errno: EIO, context: "cannot import /proc/self/mem: read"))
+        }
+        let dir = try VaultResolver(tree: tree).directory(VaultPath("/in"))
+        let stored = try withExtendedLifetime(dir) { try OfflineSys.list(dir.fd) }.map(\.name)
+        XCTAssertEqual(Set(stored), [DirectoryInfo.fileName, tree.names.encode(Array("a.jpg".utf8), in: dir.info).entry])
+        try Exporter(tree: tree).export(paths: ["/in/a.jpg"], to: scratch + "/out")
+        XCTAssertEqual(OfflineFixture.read(scratch + "/out/a.jpg"), [1, 2, 3])
+    }
+
     func testDamagedFileIsNeverExported() throws {
         let (tree, scratch) = try OfflineFixture.makeTree(self)
         let good = SecureRandom.bytes(300_000)

@@ -35,10 +35,13 @@ enum TransferCommands {
             FileHandle.standardError.write(Data("imported through the live mount at \(mp)\(more)\n".utf8))
             return skipped == 0 ? 0 : ExitCodes.partialTransfer
         }
-        let summary = try vault.writing {
-            try Importer(tree: vault.tree).import(sources: all, into: dest, class: cls, force: args.flag("force"),
-                                                  progress: progress.event)
-        }
+        let summary: TransferSummary
+        do {
+            summary = try vault.writing {
+                try Importer(tree: vault.tree).import(sources: all, into: dest, class: cls, force: args.flag("force"),
+                                                      progress: progress.event)
+            }
+        } catch { throw progress.stopped(by: error) }
         progress.finish(summary, seconds: Date().timeIntervalSince(start))
         return summary.skipped.isEmpty ? 0 : ExitCodes.partialTransfer
     }
@@ -115,8 +118,12 @@ enum TransferCommands {
         init(verb: String, quiet: Bool = false) { self.verb = verb; self.quiet = quiet }
 
         var barShown = false
+        /// The file being copied (started, not yet in place under its name).
+        var current: String?
 
         func event(_ e: ProgressEvent) {
+            if case .fileStarted(let path, _) = e { current = path }
+            if case .file = e { current = nil }
             if case .skipped(let path, let reason) = e {
                 let line = (barShown ? "\n" : "") + "photovault: skipped \(path): \(reason)\n"
                 barShown = false
@@ -131,10 +138,29 @@ enum TransferCommands {
             barShown = true
         }
 
+        /// A run that failed partway: its error, its line saying where it stopped and what
+        /// stays (the files completed before it; the unfinished one was removed). The error
+        /// as it is when no file was begun.
+        func stopped(by error: Error) -> Error {
+            guard files > 0 || current != nil else { return error }
+            if barShown { FileHandle.standardError.write(Data("\n".utf8)) }
+            barShown = false
+            let done = "\(files) file\(files == 1 ? "" : "s") \(verb) before it stay\(files == 1 ? "s" : "")"
+            let at = current.map { "stopped at \($0), which was not kept; " } ?? "stopped; "
+            return TransferFailure(underlying: error, note: at + done)
+        }
+
         func finish(_ s: TransferSummary, seconds: Double) {
             if barShown { FileHandle.standardError.write(Data("\n".utf8)) }
             let skipped = s.skipped.isEmpty ? "" : "; \(s.skipped.count) skipped (named above)"
             FileHandle.standardError.write(Data((OfflineAccess.progressLine(s, verb: verb, seconds: seconds) + skipped + "\n").utf8))
         }
     }
+}
+
+/// A transfer that failed partway: the error's own line, with where the run stopped and
+/// what it left, and the error's exit status.
+struct TransferFailure: Error {
+    let underlying: Error
+    let note: String
 }

@@ -66,7 +66,8 @@ public final class Importer {
         if sources == ["-"] {
             let dest = try VaultPath(vaultDir)
             let entry = try resolver.entry(dest, createParents: true)
-            try run.file(from: stdinFD, stat: Optional<stat>.none, to: entry)
+            do { try run.file(from: stdinFD, stat: Optional<stat>.none, to: entry) }
+            catch { throw Importer.locate(error, at: "standard input") }
             try AtomicFile.syncDirectory(entry.parent.fd, entry.path.description)
             return run.summary
         }
@@ -88,7 +89,9 @@ public final class Importer {
             defer { close(dirfd) }
             let plain = Array(name.utf8)
             let entry = VaultEntry(parent: destDir, name: plain, encoded: tree.names.encode(plain, in: destDir.info))
-            try run.entry(dirfd: dirfd, name: cname, stat: st, to: entry, resolver: resolver)
+            let local = Importer.trimmed(source)
+            do { try run.entry(dirfd: dirfd, name: cname, stat: st, to: entry, local: local, resolver: resolver) }
+            catch { throw Importer.locate(error, at: local) }
         }
         // What landed directly in the destination (its subdirectories synced themselves).
         try AtomicFile.syncDirectory(destDir.fd, vaultDir)
@@ -117,6 +120,27 @@ public final class Importer {
         }
     }
 
+    /// What an I/O error's line starts with once it names the local file being imported.
+    static let locatedPrefix = "cannot import "
+
+    /// An I/O error met while the local `path` was imported, with that path in its message:
+    /// the failed call alone ("read: Input/output error") does not say which file of a tree
+    /// failed. Its errno and exit status are kept. Other errors are returned as they are
+    /// (they name their vault path already), and so is one already located deeper down.
+    static func locate(_ error: Error, at path: String) -> Error {
+        guard case StoreError.io(let code, let context)? = error as? StoreError, !context.hasPrefix(locatedPrefix) else {
+            return error
+        }
+        return StoreError.io(errno: code, context: "\(locatedPrefix)\(path): \(context)")
+    }
+
+    /// `source` without trailing slashes (the local path its entries are named under).
+    static func trimmed(_ source: String) -> String {
+        var s = source
+        while s.count > 1 && s.hasSuffix("/") { s.removeLast() }
+        return s
+    }
+
     /// Fails as the import of `source` would fail at its start (missing, `file/`), so that
     /// an import that would copy nothing makes no destination directory.
     public static func checkSource(_ source: String) throws {
@@ -132,8 +156,7 @@ public final class Importer {
     /// Local source path → (its directory, its own name). `dir/.`, `..` and `/` are resolved
     /// with realpath so that every source has a real name to land under.
     public static func split(_ source: String) throws -> (String, String) {
-        var s = source
-        while s.count > 1 && s.hasSuffix("/") { s.removeLast() }
+        var s = trimmed(source)
         var name = StorePath.basename(s)
         if name.isEmpty || name == "." || name == ".." {
             guard let r = realpath(s, nil) else { throw StoreError.posix("resolve \(source)") }
@@ -164,11 +187,12 @@ public final class Importer {
             self.progress = progress
         }
 
-        /// One local entry `name` in `dirfd` with its lstat, copied to `entry`; a directory
-        /// with everything below it.
-        mutating func entry(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, resolver: VaultResolver) throws {
+        /// One local entry `name` in `dirfd` (the local path `local`) with its lstat, copied to
+        /// `entry`; a directory with everything below it.
+        mutating func entry(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, local: String,
+                            resolver: VaultResolver) throws {
             if OfflineSys.isDirectory(st) {
-                try walk(dirfd: dirfd, name: name, stat: st, to: entry, resolver: resolver)
+                try walk(dirfd: dirfd, name: name, stat: st, to: entry, local: local, resolver: resolver)
             } else {
                 try leaf(dirfd: dirfd, name: name, stat: st, to: entry)
             }
@@ -178,7 +202,7 @@ public final class Importer {
         mutating func leaf(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry) throws {
             if OfflineSys.isRegular(st) {
                 let fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-                guard fd >= 0 else { throw StoreError.posix("open \(entry.path)") }
+                guard fd >= 0 else { throw StoreError.posix("open") }   // located by the caller
                 defer { close(fd) }
                 try file(from: fd, stat: st, to: entry)
             } else if OfflineSys.isSymlink(st) {
@@ -201,8 +225,9 @@ public final class Importer {
             let entry: VaultEntry
             let stat: stat
             let dir: VaultDirectory
-            /// The local source directory (this frame's own descriptor).
+            /// The local source directory (this frame's own descriptor) and its path, for messages.
             let srcfd: Int32
+            let local: String
             /// Made by this import (or an interrupted earlier one): it gets its mode when
             /// finished, or `finishAfterFailure` if the import fails inside it.
             let ours: Bool
@@ -215,16 +240,18 @@ public final class Importer {
         /// depth first in the order of each listing. An explicit stack, not recursion: a tree
         /// can be nested deeper than a thread's stack holds frames (a recursion per level
         /// crashed, SIGSEGV, at some 1,500 levels). On an error every directory still open is
-        /// left as a failed recursion left it (innermost first), and the error is thrown.
-        mutating func walk(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, resolver: VaultResolver) throws {
+        /// left as a failed recursion left it (innermost first), and the error is thrown, an
+        /// I/O error naming the local entry it met (`Importer.locate`).
+        mutating func walk(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, local: String,
+                           resolver: VaultResolver) throws {
             var stack: [Frame] = []
             do {
-                guard let top = try enter(dirfd: dirfd, name: name, stat: st, to: entry, resolver: resolver) else { return }
+                guard let top = try enter(dirfd: dirfd, name: name, stat: st, to: entry, local: local, resolver: resolver) else { return }
                 stack.append(top)
                 stack[0].entries = try OfflineSys.list(top.srcfd)
                 while let i = stack.indices.last {
                     guard stack[i].next < stack[i].entries.count else {
-                        try leave(&stack[i])
+                        do { try leave(&stack[i]) } catch { throw Importer.locate(error, at: stack[i].local) }
                         close(stack[i].srcfd)
                         stack.removeLast()
                         continue
@@ -232,16 +259,20 @@ public final class Importer {
                     let child = stack[i].entries[stack[i].next]
                     stack[i].next += 1
                     let (srcfd, dir) = (stack[i].srcfd, stack[i].dir)
-                    guard let cst = try OfflineSys.lstat(srcfd, child.cName) else { continue }   // vanished meanwhile
-                    let e = VaultEntry(parent: dir, name: child.raw, encoded: tree.names.encode(child.raw, in: dir.info))
-                    if OfflineSys.isDirectory(cst) {
-                        if let sub = try enter(dirfd: srcfd, name: child.cName, stat: cst, to: e, resolver: resolver) {
-                            stack.append(sub)
-                            stack[stack.count - 1].entries = try OfflineSys.list(sub.srcfd)
+                    let childLocal = stack[i].local + "/" + child.name
+                    do {
+                        guard let cst = try OfflineSys.lstat(srcfd, child.cName) else { continue }   // vanished meanwhile
+                        let e = VaultEntry(parent: dir, name: child.raw, encoded: tree.names.encode(child.raw, in: dir.info))
+                        if OfflineSys.isDirectory(cst) {
+                            if let sub = try enter(dirfd: srcfd, name: child.cName, stat: cst, to: e, local: childLocal,
+                                                   resolver: resolver) {
+                                stack.append(sub)
+                                stack[stack.count - 1].entries = try OfflineSys.list(sub.srcfd)
+                            }
+                        } else {
+                            try leaf(dirfd: srcfd, name: child.cName, stat: cst, to: e)
                         }
-                    } else {
-                        try leaf(dirfd: srcfd, name: child.cName, stat: cst, to: e)
-                    }
+                    } catch { throw Importer.locate(error, at: childLocal) }
                 }
             } catch {
                 for f in stack.reversed() {
@@ -256,7 +287,7 @@ public final class Importer {
         /// in `dirfd` and opens the source: the frame the walk fills (pushed before the source
         /// is listed, so that a failure there finishes it as a failed one). Nil when the
         /// directory is skipped (the vault's own encrypted tree).
-        mutating func enter(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry,
+        mutating func enter(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, local: String,
                             resolver: VaultResolver) throws -> Frame? {
             if let (dev, ino) = treeIdentity, st.st_dev == dev, st.st_ino == ino {
                 summary.skipped.append(entry.path.description)
@@ -284,7 +315,7 @@ public final class Importer {
                 if ours { PendingDirectory.finishAfterFailure(dir.fd, from: st) }
                 throw error
             }
-            return Frame(entry: entry, stat: st, dir: dir, srcfd: srcfd, ours: ours)
+            return Frame(entry: entry, stat: st, dir: dir, srcfd: srcfd, local: local, ours: ours)
         }
 
         /// All entries of a frame are copied: its directory gets its xattrs and mode, and is synced.
