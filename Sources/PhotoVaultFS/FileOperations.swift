@@ -297,7 +297,7 @@ extension VaultFileSystem {
     /// `operation` (opendir, readdir) names the request in the log line of a failed listing.
     private func listing(of node: Inode, for operation: String) throws -> [OpenDirectory.Entry] {
         let nm: DirectoryNaming
-        do { nm = try naming(of: node) } catch {
+        do { nm = try naming(of: node, logging: false) } catch {
             // A `.pvdir` that fails authentication is logged by `fail`; one that cannot be read
             // (EIO, EACCES, EMFILE) was logged only with debug on, so a listing failed unseen.
             let e = FSError.from(error)

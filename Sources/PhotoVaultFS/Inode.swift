@@ -24,6 +24,8 @@ final class Inode: @unchecked Sendable {
     // Guarded by `stateLock`.
     let stateLock = PMutex()
     var naming: DirectoryNaming?
+    /// Whether a `.pvdir` that could not be read was logged for this directory (once).
+    var namingFailureLogged = false
     var content: ContentState?
 
     init(nodeID: UInt64, fd: Int32, st: stat) {

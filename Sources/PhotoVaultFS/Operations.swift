@@ -22,13 +22,38 @@ extension VaultFileSystem {
         fuse_reply_err(req, e.errno)
     }
 
-    func naming(of dir: Inode) throws -> DirectoryNaming {
+    /// The naming context of directory `dir`, read from its `.pvdir` the first time. One that
+    /// cannot be read (EIO, EACCES, EMFILE) is logged once per directory: every request
+    /// that needs it (a lookup, a create, a rename) fails, and `fail` logs such errors only
+    /// with debug on. A damaged one is logged by `fail` itself. A listing logs its own line
+    /// each time (`logging: false` here).
+    func naming(of dir: Inode, logging: Bool = true) throws -> DirectoryNaming {
         guard dir.isDirectory else { throw FSError.notDirectory }
-        return try dir.stateLock.withLock {
-            if let n = dir.naming { return n }
-            let n = try backend.naming(forDirectory: dir.fd)
-            dir.naming = n
-            return n
+        var firstFailure = false
+        do {
+            return try dir.stateLock.withLock {
+                if let n = dir.naming { return n }
+                do {
+                    let n = try backend.naming(forDirectory: dir.fd)
+                    dir.naming = n
+                    return n
+                } catch {
+                    if case .integrity = FSError.from(error) {} else if logging && !dir.namingFailureLogged {
+                        dir.namingFailureLogged = true
+                        firstFailure = true
+                    }
+                    throw error
+                }
+            }
+        } catch {
+            // Logged outside the inode's lock: the path takes the table's.
+            if firstFailure {
+                let e = FSError.from(error)
+                log("the directory's \(DirectoryInfo.fileName) cannot be read (\(String(cString: strerror(e.errno)))): "
+                    + (options.logsPlaintextPaths ? "requests in \(table.path(of: dir.nodeID)) fail" : "requests in it fail")
+                    + " (logged once per directory)")
+            }
+            throw error
         }
     }
 

@@ -127,26 +127,33 @@ final class MountIntegrityTests: XCTestCase {
         XCTAssertFalse(fg.log.contains("long-long"), "a plaintext name in the log: \(fg.log)")
     }
 
+    /// A vault holding /album/a.jpg ("A"), mounted in the foreground, with EIO injected (by
+    /// strace, attached to all the daemon's threads before anything is listed or looked up)
+    /// into every read of album's `.pvdir`, which the daemon has not read yet. The caller
+    /// stops the mount; terminating strace ends the fault.
+    static func albumWithUnreadablePvdir(_ name: String) throws -> (Sandbox, ForegroundMount, Process) {
+        let sb = Sandbox(name)
+        sb.initStore()
+        let src = sb.plainDir("src")
+        sb.ok("mkdir \(Sandbox.quote(src))/album && printf A > \(Sandbox.quote(src))/album/a.jpg")
+        XCTAssertEqual(sb.pv(["import", src + "/album", "/", "--store", sb.store, "--user", "alice", "--passfile", sb.passfile]).status, 0)
+        let pvdir = sb.ok("find \(Sandbox.quote(sb.store))/users -mindepth 3 -name .pvdir").trimmingCharacters(in: .newlines)
+        XCTAssertFalse(pvdir.isEmpty || pvdir.contains("\n"), pvdir)
+        let fg = try ForegroundMount(sandbox: sb, at: "mnt-alice")
+        XCTAssertTrue(fg.waitMounted(), "foreground mount did not appear: \(fg.log)")
+        do { return (sb, fg, try fg.injectFault(on: pvdir, syscall: "pread64", error: "EIO")) } catch {
+            fg.stop(sb)
+            throw error
+        }
+    }
+
     /// A directory whose `.pvdir` the daemon cannot read (EIO injected with strace into the
     /// running daemon, on its first read of that `.pvdir`) fails the listing with EIO, and
     /// the log says so in one line naming the request (and, in the foreground, the path).
     /// It logged nothing unless debug logging was on.
     func testAnUnreadablePvdirFailsTheListingAndIsLogged() throws {
-        let sb = Sandbox("pv-pvdir-eio-mount")
-        sb.initStore()
-        let src = sb.plainDir("src")
-        try FileManager.default.createDirectory(atPath: src + "/album", withIntermediateDirectories: true)
-        try Data("A".utf8).write(to: URL(fileURLWithPath: src + "/album/a.jpg"))
-        XCTAssertEqual(sb.pv(["import", src + "/album", "/", "--store", sb.store, "--user", "alice", "--passfile", sb.passfile]).status, 0)
-        let pvdir = sb.ok("find \(Sandbox.quote(sb.store))/users -mindepth 3 -name .pvdir").trimmingCharacters(in: .newlines)
-        XCTAssertFalse(pvdir.isEmpty || pvdir.contains("\n"), pvdir)
-
-        // The daemon has not read album's .pvdir yet: strace is attached to all its threads
-        // before anything is listed.
-        let fg = try ForegroundMount(sandbox: sb, at: "mnt-alice")
-        XCTAssertTrue(fg.waitMounted(), "foreground mount did not appear: \(fg.log)")
+        let (sb, fg, strace) = try Self.albumWithUnreadablePvdir("pv-pvdir-eio-mount")
         defer { fg.stop(sb) }
-        let strace = try fg.injectFault(on: pvdir, syscall: "pread64", error: "EIO")
         let q = Sandbox.quote(fg.mountpoint)
         let r = sb.run("ls \(q)/album", timeout: 10)
         strace.terminate()
@@ -161,6 +168,27 @@ final class MountIntegrityTests: XCTestCase {
         }, fg.log)
         // Reads work again: so does the listing.
         XCTAssertEqual(sb.ok("ls \(q)/album"), "a.jpg\n")
+    }
+
+    /// The same `.pvdir` met by lookups (`stat` of names in a directory that was never
+    /// listed): each fails with EIO, and the log says so in one line, once for the directory
+    /// however many lookups fail. Lookups logged it only with debug on.
+    func testAnUnreadablePvdirMetInALookupIsLoggedOnce() throws {
+        let (sb, fg, strace) = try Self.albumWithUnreadablePvdir("pv-pvdir-eio-lookup")
+        defer { fg.stop(sb) }
+        let q = Sandbox.quote(fg.mountpoint)
+        for name in ["a.jpg", "b.jpg", "a.jpg"] {
+            let r = sb.run("stat \(q)/album/\(name)", timeout: 10)
+            XCTAssertNotEqual(r.status, 0, r.stdout)
+            XCTAssertTrue(r.stderr.contains("Input/output error"), r.stderr)
+        }
+        strace.terminate()
+        strace.waitUntilExit()
+        let line = "the directory's .pvdir cannot be read (Input/output error): requests in /album fail (logged once per directory)"
+        XCTAssertTrue(Harness.waitUntil(5) { fg.log.contains(line) }, fg.log)
+        // Reads work again: so does the lookup, and nothing more was logged.
+        XCTAssertEqual(sb.ok("cat \(q)/album/a.jpg"), "A")
+        XCTAssertEqual(fg.log.components(separatedBy: ".pvdir cannot be read").count - 1, 1, fg.log)
     }
 
     /// A store whose tree spans two file systems (here the store on one tmpfs and a second
