@@ -17,6 +17,13 @@ fi
 # (No match is the normal case: grep's exit 1 must not end the run under pipefail.)
 { grep -E ' fuse\.photovault ' /proc/self/mountinfo 2>/dev/null || true; } | awk '{print $5}' |
   while read -r m; do fusermount3 -uz "$m" || true; done
+# The toolchain (swift-build and every swiftc it starts) leaves a TemporaryDirectory.XXXXXX
+# in $TMPDIR on each run, a few per invocation and one per compile job, never removed (the
+# tests themselves make none): the run gets a TMPDIR of its own, removed at the end. The
+# tests keep their sandboxes and mounts in /tmp itself, not in TMPDIR.
+run_tmp=$(mktemp -d /tmp/pv-test-tmp.XXXXXX)
+trap 'rm -rf --one-file-system "$run_tmp"' EXIT
+export TMPDIR=$run_tmp
 swift build 2>&1 | tail -n 3
 log=$(mktemp)
 set +e

@@ -8,7 +8,7 @@ final class CompletionTests: XCTestCase {
 
     override class func setUp() {
         super.setUp()
-        scriptPath = NSTemporaryDirectory() + "photovault-completion-\(getpid()).bash"
+        scriptPath = "/tmp/photovault-completion-\(getpid()).bash"
         try? Completion.bash().write(toFile: scriptPath, atomically: true, encoding: .utf8)
     }
 
@@ -18,7 +18,7 @@ final class CompletionTests: XCTestCase {
     }
 
     override func setUpWithError() throws {
-        workDir = NSTemporaryDirectory() + "pv-compl-\(UUID().uuidString)"
+        workDir = "/tmp/pv-compl-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: workDir + "/photos dir", withIntermediateDirectories: true)
         FileManager.default.createFile(atPath: workDir + "/photo1.jpg", contents: Data())
         FileManager.default.createFile(atPath: workDir + "/photo2.jpg", contents: Data())

@@ -8,7 +8,7 @@ final class PasswordInputTests: XCTestCase {
     var dir = ""
 
     override func setUpWithError() throws {
-        dir = NSTemporaryDirectory() + "pv-pw-\(UUID().uuidString)"
+        dir = "/tmp/pv-pw-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     }
 

@@ -24,7 +24,8 @@ final class MountHarness {
     init(options: (String) -> MountOptions = { MountOptions(mountpoint: $0) },
          prepare: (String) throws -> Void = { _ in },
          make: (String, MountOptions, @escaping @Sendable (String) -> Void) throws -> VaultFileSystem) throws {
-        base = NSTemporaryDirectory() + "pvfs-" + UUID().uuidString
+        // In /tmp itself, not NSTemporaryDirectory(): TMPDIR may be scripts/test.sh's own, removed at the end.
+        base = "/tmp/pvfs-" + UUID().uuidString
         backing = base + "/backing"
         mountpoint = base + "/mnt"
         try FileManager.default.createDirectory(atPath: backing, withIntermediateDirectories: true)

@@ -179,7 +179,9 @@ final class Sandbox {
         // binary, run in an order SwiftPM does not fix) leave it at 0, as a mount daemon must;
         // the tools driven here expect a user's usual 022.
         umask(0o022)
-        root = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8))"
+        // In /tmp itself, not NSTemporaryDirectory(): scripts/test.sh points TMPDIR at a
+        // directory of its own (for the toolchain's leftovers) and removes it at the end.
+        root = "/tmp/\(name)-\(UUID().uuidString.prefix(8))"
         try! FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         store = root + "/store"
         passfile = root + "/pass"
