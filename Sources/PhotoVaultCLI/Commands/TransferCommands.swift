@@ -138,16 +138,16 @@ enum TransferCommands {
             barShown = true
         }
 
-        /// A run that failed partway: its error, its line saying where it stopped and what
-        /// stays (the files completed before it; the unfinished one was removed). The error
-        /// as it is when no file was begun.
+        /// A run that failed while it wrote a file: its error, its line saying which file
+        /// that was (removed) and what stays (the files completed before it). Other errors
+        /// (an existing entry, a directory that cannot be made) name their entry already and
+        /// are as they are through a live mount.
         func stopped(by error: Error) -> Error {
-            guard files > 0 || current != nil else { return error }
+            guard let current else { return error }
             if barShown { FileHandle.standardError.write(Data("\n".utf8)) }
             barShown = false
             let done = "\(files) file\(files == 1 ? "" : "s") \(verb) before it stay\(files == 1 ? "s" : "")"
-            let at = current.map { "stopped at \($0), which was not kept; " } ?? "stopped; "
-            return TransferFailure(underlying: error, note: at + done)
+            return TransferFailure(underlying: error, note: "stopped at \(current), which was not kept; " + done)
         }
 
         func finish(_ s: TransferSummary, seconds: Double) {
