@@ -637,6 +637,47 @@ final class OfflineCommandTests: XCTestCase {
                        "big/b1.bin\nsame\n")
     }
 
+    /// A Ctrl-C (SIGINT) or a SIGTERM while import writes a file (here from a pipe that
+    /// delivered 2.5 MB and then waits) leaves no half-written ciphertext (`.pvtmp-*`) in the
+    /// vault, and one while export writes a file (held in its fsync by strace) no partial
+    /// plaintext (`.pvexport-*`) beside its destination; the signal still ends the command
+    /// (status 128 + signal). Both temp files were left behind.
+    func testASignalWhileAFileIsWrittenLeavesNoPartialFile() {
+        let sb = Sandbox("pv-offline-signal")
+        sb.initStore()
+        let work = sb.plainDir("work"), out = sb.plainDir("out")
+        let q = Sandbox.quote(work), store = Sandbox.quote(sb.store), qo = Sandbox.quote(out)
+        for sig in ["INT", "TERM"] {
+            let imported = sb.run("""
+            set -m   # job control: a background job keeps SIGINT (a script's would ignore it)
+            cd \(q) && rm -f in && mkfifo in
+            (head -c 2500000 /dev/urandom; sleep 60) > in &
+            writer=$!
+            \(Self.pvLine(sb, ["import", "-", "/big-\(sig).bin"])) < in 2>/dev/null &
+            pv=$!
+            for i in $(seq 200); do [ -n "$(find \(store) -name '.pvtmp-*' -size +1000k)" ] && break; sleep 0.05; done
+            find \(store) -name '.pvtmp-*' -size +1000k | wc -l
+            kill -\(sig) $pv; wait $pv; echo "status $?"
+            kill -- -$writer
+            find \(store) -name '.pvtmp-*' | wc -l
+            """, timeout: 60)
+            XCTAssertEqual(imported.stdout, "1\nstatus \(sig == "INT" ? 130 : 143)\n0\n", "SIG\(sig): \(imported.stderr)")
+        }
+
+        sb.ok("head -c 300000 /dev/urandom > \(q)/photo.jpg")
+        XCTAssertEqual(Self.pv(sb, ["import", work + "/photo.jpg", "/"]).status, 0)
+        let exported = sb.run("""
+        set -m
+        strace -f -qq -o /dev/null -e trace=fsync -e inject=fsync:delay_enter=2000000 \
+          \(Self.pvLine(sb, ["export", "/photo.jpg", out])) 2>/dev/null &
+        for i in $(seq 200); do [ -n "$(find \(qo) -name '.pvexport-*' -size +200k)" ] && break; sleep 0.05; done
+        find \(qo) -name '.pvexport-*' -size +200k | wc -l
+        kill -INT $(ps -o pid= --ppid $!); wait $!
+        find \(qo) -mindepth 1 | wc -l
+        """, timeout: 60)
+        XCTAssertEqual(exported.stdout, "1\n0\n", exported.stderr)
+    }
+
     func testClassSetGetAndList() {
         let (sb, src) = Self.importedTree("pv-offline-class", at: "/c")
 

@@ -35,6 +35,7 @@ enum TransferCommands {
             FileHandle.standardError.write(Data("imported through the live mount at \(mp)\(more)\n".utf8))
             return skipped == 0 ? 0 : ExitCodes.partialTransfer
         }
+        PartialFile.catchSignals()   // a Ctrl-C leaves no half-written file behind
         let summary: TransferSummary
         do {
             summary = try vault.writing {
@@ -101,6 +102,7 @@ enum TransferCommands {
         let tree = vault.tree
         let start = Date()
         let progress = Progress(verb: "exported", quiet: dest == "-")
+        PartialFile.catchSignals()
         let summary = try Exporter(tree: tree).export(paths: all, to: dest, force: args.flag("force"), progress: progress.event)
         progress.finish(summary, seconds: Date().timeIntervalSince(start))
         return summary.skipped.isEmpty ? 0 : ExitCodes.partialTransfer

@@ -294,6 +294,8 @@ public final class Exporter {
             defer { content.close() }
             let st = try OfflineSys.fstat(content.fd)
             let tmp = Array((Exporter.tempPrefix + Base64Hex.random(8)).utf8CString)
+            PartialFile.register(destfd, tmp)   // a signal removes it (PartialFile)
+            defer { PartialFile.clear() }
             let fd = openat(destfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw StoreError.posix("create temp file for \(localPath)") }
             var placed = false

@@ -333,6 +333,8 @@ public final class Importer {
             let display = entry.path.description
             let dirfd = entry.parent.fd
             let tmp = OfflineSys.temporaryName()
+            PartialFile.register(dirfd, Array(tmp.utf8CString))   // a signal removes it (PartialFile)
+            defer { PartialFile.clear() }
             let fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw StoreError.posix("create temp file for \(display)") }
             var placed = false

@@ -1,0 +1,61 @@
+import Glibc
+import Synchronization
+
+/// The temp file an offline import or export is writing (`.pvtmp-*` ciphertext in the vault,
+/// `.pvexport-*` plaintext beside an export's destination), removed when a signal ends the
+/// command: a Ctrl-C (SIGINT), SIGTERM, SIGHUP or SIGQUIT left it behind, half-written (the
+/// mount hides a `.pvtmp-*` and `fsck --repair` removes it, but nothing removed a partial
+/// plaintext `.pvexport-*`). `catchSignals()` installs the handler (once the password was
+/// read: `PasswordInput` has its own), which unlinks the registered file, then lets the
+/// signal end the process as it would have (exit status 128 + signal). A signal the caller
+/// ignored (a background job of a script, `nohup`) stays ignored.
+///
+/// The handler only loads an atomic and calls unlinkat(2), signal(2) and raise(3), which are
+/// async-signal-safe. A file is registered before it is created and cleared after its
+/// rename or its removal; a signal between the rename and the clearing finds nothing to
+/// unlink (ENOENT), the file being complete under its name by then.
+public enum PartialFile {
+    /// Longest temp name (`.pvexport-` and 16 hex digits), with its terminating NUL.
+    static let capacity = 64
+    /// The directory descriptor of the registered file, -1 when none is.
+    private static let dirfd = Atomic<Int32>(-1)
+    /// Its name, written before `dirfd` is published.
+    private static let name: UnsafeMutablePointer<CChar> = {
+        let p = UnsafeMutablePointer<CChar>.allocate(capacity: capacity)
+        p.initialize(repeating: 0, count: capacity)
+        return p
+    }()
+
+    public static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+
+    /// Installs the handler for `signals` (not for one the process ignores).
+    public static func catchSignals() {
+        _ = dirfd.load(ordering: .relaxed)   // both statics initialised before a handler may read them
+        _ = name
+        for s in signals {
+            var old = sigaction()
+            guard sigaction(s, nil, &old) == 0,
+                  unsafeBitCast(old.__sigaction_handler.sa_handler, to: Int.self) != unsafeBitCast(SIG_IGN, to: Int.self)
+            else { continue }
+            signal(s, handler)
+        }
+    }
+
+    private static let handler: @convention(c) (Int32) -> Void = { sig in
+        let fd = PartialFile.dirfd.exchange(-1, ordering: .acquiring)
+        if fd >= 0 { _ = unlinkat(fd, PartialFile.name, 0) }
+        signal(sig, SIG_DFL)
+        raise(sig)
+    }
+
+    /// `tmp` in `dirfd` is about to be created: a signal from now on removes it.
+    static func register(_ dirfd: Int32, _ tmp: [CChar]) {
+        precondition(tmp.count <= capacity && tmp.last == 0, "temp name too long")
+        PartialFile.dirfd.store(-1, ordering: .releasing)
+        for (i, c) in tmp.enumerated() { name[i] = c }
+        PartialFile.dirfd.store(dirfd, ordering: .releasing)
+    }
+
+    /// The registered file is in place under its name, or removed.
+    static func clear() { dirfd.store(-1, ordering: .releasing) }
+}
