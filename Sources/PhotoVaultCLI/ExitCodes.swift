@@ -59,6 +59,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: passwordNotRead, meaning: "the password could not be read (no terminal, the two entries differ, too long, or its file or command failed)"),
         ExitCodeEntry(code: notConfirmedOnDisk, meaning: "the change took effect but could not be confirmed on disk (a crash may undo it; the message says what)"),
         ExitCodeEntry(code: fsckRepairIncomplete, meaning: "fsck --repair could not move some damaged entries into lost+found (each named); the rest was repaired"),
+        ExitCodeEntry(code: 30, meaning: "keys cannot be kept in memory locked against swapping (the locked-memory limit, ulimit -l, is too small)"),
     ]
 
     public static func meaning(of code: Int32) -> String? { table.first { $0.code == code }?.meaning }

@@ -81,6 +81,7 @@ public enum PhotoVaultCLI {
         // The background daemon reports its failure with the exit code it computed.
         case let e as DaemonFailure: return ("photovault: \(e.message)", e.code)
         case let e as CryptoError:
+            if e == .memoryNotLocked { return describe(StoreError.keyMemoryNotLocked) }
             // An authentication failure outside the store's own checks is still an integrity failure.
             let code: Int32 = e == .authenticationFailed ? 22 : ExitCodes.generic
             return ("photovault: \(e.description)", code)

@@ -60,7 +60,11 @@ enum LibcryptoHeap {
         let total = n + headerSize
         let base: UnsafeMutableRawPointer
         let kind: Int
-        if let s = SecureSlots.allocate(total) {
+        // A slot that cannot be locked (RLIMIT_MEMLOCK) is a failed allocation, never the
+        // heap: the small ones hold key material. libcrypto then fails and libsodium serves.
+        let slot: UnsafeMutableRawPointer?
+        do { slot = try SecureSlots.allocate(total) } catch { return nil }
+        if let s = slot {
             base = s; kind = slotKind
         } else {
             guard let m = malloc(total) else { return nil }

@@ -50,7 +50,8 @@ public final class ChunkCipher: @unchecked Sendable {
     private let aesState: SecureBytes?
 
     /// `engine` is for tests and benchmarks; the vault always uses `AESGCMEngine.current`.
-    public init(cipher: ContentCipher, key: SecureBytes, fileID: [UInt8], engine: AESGCMEngine = .current) {
+    /// Throws `CryptoError.memoryNotLocked` when the key schedule cannot be had in locked memory.
+    public init(cipher: ContentCipher, key: SecureBytes, fileID: [UInt8], engine: AESGCMEngine = .current) throws {
         precondition(key.count == ContentCipher.keySize && fileID.count == 16)
         Sodium.ensureInitialised()
         self.cipher = cipher
@@ -60,7 +61,7 @@ public final class ChunkCipher: @unchecked Sendable {
         imb = aes && engine == .ipsecMB ? IPSecMBGCM(key: key) : nil
         gcm = aes && engine == .libcrypto ? LibcryptoGCM(key: key) : nil
         if aes && imb == nil {
-            let st = SecureBytes(count: MemoryLayout<crypto_aead_aes256gcm_state>.size)
+            let st = try SecureBytes(lockedCount: MemoryLayout<crypto_aead_aes256gcm_state>.size)
             st.withUnsafeMutableBytes { s in
                 precondition(Int(bitPattern: s.baseAddress!) % 16 == 0, "AES-GCM state must be 16-byte aligned")
                 _ = crypto_aead_aes256gcm_beforenm(s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self),

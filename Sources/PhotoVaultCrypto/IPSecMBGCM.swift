@@ -19,11 +19,13 @@ final class IPSecMBGCM: @unchecked Sendable {
     private let manager: UnsafeMutableRawPointer
     private let keyData: SecureBytes
 
-    /// Nil where the CPU does not qualify (`manager` is nil).
+    /// Nil where the CPU does not qualify (`manager` is nil), or where no locked memory can be
+    /// had for the expanded key (libsodium's key schedule is then tried, and fails the same).
     init?(key: SecureBytes) {
-        guard let m = IPSecMBGCM.manager, !key.isWiped else { return nil }
+        guard let m = IPSecMBGCM.manager, !key.isWiped,
+              let kd = try? SecureBytes(lockedCount: pv_imb_gcm_key_data_size()) else { return nil }
         manager = m
-        keyData = SecureBytes(count: pv_imb_gcm_key_data_size())
+        keyData = kd
         keyData.withUnsafeMutableBytes { kd in pv_imb_gcm256_pre(m, key.unsafePointer, kd.baseAddress!) }
         guard pv_imb_errno(m) == 0 else { keyData.wipe(); return nil }
     }

@@ -72,7 +72,7 @@ public enum SecretBox {
     /// Unwraps straight into secure memory.
     public static func unwrap(_ sealed: UnsafeRawBufferPointer, under key: SecureBytes, ad: [UInt8]) throws -> SecureBytes {
         guard sealed.count > overhead else { throw CryptoError.authenticationFailed }
-        let out = SecureBytes(count: sealed.count - overhead)
+        let out = try SecureBytes(lockedCount: sealed.count - overhead)
         do {
             try out.withUnsafeMutableBytes { (o) in try open(sealed, key: key, ad: ad, into: o) }
         } catch { out.wipe(); throw error }
@@ -124,7 +124,7 @@ public enum SealedBox {
     public static func open(_ sealed: UnsafeRawBufferPointer, publicKey: [UInt8], secretKey: SecureBytes) throws -> SecureBytes {
         Sodium.ensureInitialised()
         guard sealed.count > overhead else { throw CryptoError.authenticationFailed }
-        let out = SecureBytes(count: sealed.count - overhead)
+        let out = try SecureBytes(lockedCount: sealed.count - overhead)
         let rc: Int32 = out.withUnsafeMutableBytes { o in
             publicKey.withUnsafeBytes { p in
                 secretKey.withUnsafeBytes { s in

@@ -1,7 +1,7 @@
 import CSodium
 
 /// A fixed-size secret held in libsodium's guarded, locked memory (`sodium_malloc`:
-/// mlock'ed, guard pages, never swapped). Zeroed and freed by `wipe()` or on deinit.
+/// mlock'ed, checked to be locked, guard pages, never swapped). Zeroed and freed by `wipe()` or on deinit.
 /// Secrets of up to 4 KiB take a slot of a locked slab (`SecureSlots`) instead of a
 /// `sodium_malloc` of their own: files are opened far too often for ten syscalls each.
 ///
@@ -11,24 +11,55 @@ public final class SecureBytes: @unchecked Sendable {
     private var pointer: UnsafeMutableRawPointer?
     public let count: Int
 
-    /// Zero-filled secret of `count` bytes.
-    public init(count: Int) {
+    private init(taking p: UnsafeMutableRawPointer, count: Int) {
+        pointer = p
+        self.count = count
+    }
+
+    /// Zero-filled locked memory for `count` bytes: a slot, or a `sodium_malloc` of its own.
+    private static func lockedZeroed(_ count: Int) throws -> UnsafeMutableRawPointer {
         Sodium.ensureInitialised()
         precondition(count > 0)
-        if let slot = SecureSlots.allocate(count) {
-            pointer = slot   // zero-filled
-        } else {
-            guard let p = sodium_malloc(count) else { fatalError("sodium_malloc failed (RLIMIT_MEMLOCK?)") }
-            sodium_memzero(p, count)
-            pointer = p
-        }
-        self.count = count
+        if let slot = try SecureSlots.allocate(count) { return slot }   // zero-filled
+        let p = try SecureSlots.lockedAllocation(count)
+        sodium_memzero(p, count)
+        return p
+    }
+
+    /// Zero-filled secret of `count` bytes, or `CryptoError.memoryNotLocked` when no memory
+    /// locked in RAM can be had for it (RLIMIT_MEMLOCK). Paths that open files use this one,
+    /// so that the file fails to open rather than the process.
+    public convenience init(lockedCount count: Int) throws {
+        self.init(taking: try SecureBytes.lockedZeroed(count), count: count)
+    }
+
+    /// Zero-filled secret of `count` bytes. Traps, with the reason, when it cannot be locked
+    /// in RAM: for keys taken before any file is opened, when the mount daemon has already
+    /// checked the limit (`reserveLockedMemory`).
+    public convenience init(count: Int) {
+        let p: UnsafeMutableRawPointer
+        do { p = try SecureBytes.lockedZeroed(count) } catch { fatalError("\(error)") }
+        self.init(taking: p, count: count)
     }
 
     /// Random secret of `count` bytes.
     public convenience init(randomCount count: Int) {
         self.init(count: count)
         randombytes_buf(pointer!, count)
+    }
+
+    /// Random secret of `count` bytes; throws as `init(lockedCount:)`.
+    public convenience init(lockedRandomCount count: Int) throws {
+        try self.init(lockedCount: count)
+        randombytes_buf(pointer!, count)
+    }
+
+    /// Locks the memory a process that opens files needs at the least (a slab for every
+    /// slot size) now: throws `CryptoError.memoryNotLocked` when the locked-memory limit
+    /// does not allow it. The mount daemon calls it before it takes any key.
+    public static func reserveLockedMemory() throws {
+        Sodium.ensureInitialised()
+        try SecureSlots.reserveOneSlabPerClass()
     }
 
     /// Copies `bytes` in. The caller should wipe its own copy.

@@ -42,20 +42,48 @@ enum SecureSlots {
     static func slotSize(ofClass c: Int) -> Int { minSlot << c }
 
     /// A zero-filled slot of at least `count` bytes (16-byte aligned), or nil if `count` is
-    /// too large for a slot.
-    static func allocate(_ count: Int) -> UnsafeMutableRawPointer? {
+    /// too large for a slot. Throws `CryptoError.memoryNotLocked` when a new slab is needed
+    /// and cannot be locked in RAM (see `lockedAllocation`).
+    static func allocate(_ count: Int) throws -> UnsafeMutableRawPointer? {
         guard let c = sizeClass(count) else { return nil }
         pthread_mutex_lock(lock); defer { pthread_mutex_unlock(lock) }
-        if free[c].isEmpty {
-            Sodium.ensureInitialised()
-            guard let slab = sodium_malloc(slabBytes) else { fatalError("sodium_malloc failed (RLIMIT_MEMLOCK?)") }
-            sodium_memzero(slab, slabBytes)
-            slabs += 1
-            let size = slotSize(ofClass: c)
-            free[c].reserveCapacity(slabBytes / size)
-            for i in stride(from: slabBytes - size, through: 0, by: -size) { free[c].append(slab + i) }
-        }
+        if free[c].isEmpty { try addSlabLocked(ofClass: c) }
         return free[c].removeLast()
+    }
+
+    /// Caller holds `lock`.
+    private static func addSlabLocked(ofClass c: Int) throws {
+        let slab = try lockedAllocation(slabBytes)
+        sodium_memzero(slab, slabBytes)
+        slabs += 1
+        let size = slotSize(ofClass: c)
+        free[c].reserveCapacity(free[c].count + slabBytes / size)
+        for i in stride(from: slabBytes - size, through: 0, by: -size) { free[c].append(slab + i) }
+    }
+
+    /// `sodium_malloc(count)`, checked to be locked in RAM. libsodium (1.0.18) ignores the
+    /// result of its own mlock: past RLIMIT_MEMLOCK (a process without CAP_IPC_LOCK) it
+    /// hands out memory that can be swapped, silently. Locking the region again is free when
+    /// it is locked already, and fails exactly when it is not; such memory is given back and
+    /// the caller fails (a file cannot be opened) rather than keep a key where it can reach
+    /// swap.
+    static func lockedAllocation(_ count: Int) throws -> UnsafeMutableRawPointer {
+        Sodium.ensureInitialised()
+        guard let p = sodium_malloc(count) else { throw CryptoError.memoryNotLocked }
+        guard sodium_mlock(p, count) == 0 else {
+            sodium_free(p)
+            throw CryptoError.memoryNotLocked
+        }
+        return p
+    }
+
+    /// Makes sure every slot size has a locked slab, allocating those missing: the least a
+    /// process that opens files needs (its class keys, a file key, a key schedule). The mount
+    /// daemon calls it before it takes any key, so that a locked-memory limit too small for
+    /// it fails the mount with one clear message instead of the first file opened.
+    static func reserveOneSlabPerClass() throws {
+        pthread_mutex_lock(lock); defer { pthread_mutex_unlock(lock) }
+        for c in 0..<classCount where free[c].isEmpty { try addSlabLocked(ofClass: c) }
     }
 
     /// Zeroes the slot and makes it available again. `count` must be the allocation's count.

@@ -63,6 +63,7 @@ enum FSError: Error, Equatable, CustomStringConvertible {
             switch e {
             case .keyUnavailable: return .locked
             case .authenticationFailed: return .integrity("authentication failed")
+            case .memoryNotLocked: return .posix(ENOMEM)
             default: return .posix(EIO)
             }
         default: return .posix(EIO)

@@ -16,10 +16,17 @@ extension VaultFileSystem {
                 log("EIO: a file of this vault failed authentication (names stay out of the system log; "
                     + "'photovault fsck' names the damaged files)")
             }
+        } else if Self.isKeyMemoryFailure(error) {
+            // ENOMEM alone would not say that the limit, not the machine, is short of memory.
+            log("ENOMEM: " + (options.logsPlaintextPaths ? "\(what()): " : "") + CryptoError.memoryNotLockedMessage)
         } else if options.debug {
             log("\(what()): \(e)")
         }
         fuse_reply_err(req, e.errno)
+    }
+
+    static func isKeyMemoryFailure(_ error: Error) -> Bool {
+        error as? StoreError == .keyMemoryNotLocked || error as? CryptoError == .memoryNotLocked
     }
 
     /// The naming context of directory `dir`, read from its `.pvdir` the first time. One that

@@ -44,7 +44,7 @@ public final class ContentFile: @unchecked Sendable {
             do {
                 let (h, key) = try FileHeader.decode(bytes, keyring: keyring)
                 guard h.cipher == layout.cipher else { throw StoreError.integrity(path: displayPath, detail: "header cipher differs from the store's") }
-                install(h, key)
+                try install(h, key)
             } catch StoreError.integrity(_, let d) {
                 throw StoreError.integrity(path: displayPath, detail: d)
             }
@@ -66,19 +66,28 @@ public final class ContentFile: @unchecked Sendable {
         pthread_rwlock_destroy(&rw)
     }
 
-    private func install(_ h: FileHeader, _ key: SecureBytes) {
+    private func install(_ h: FileHeader, _ key: SecureBytes) throws {
+        let c: ChunkCipher
+        do { c = try ChunkCipher(cipher: h.cipher, key: key, fileID: h.fileID) } catch {
+            key.wipe()
+            throw StoreError.keyMemoryNotLocked
+        }
         header = h
         fileKey = key
-        chunks = ChunkCipher(cipher: h.cipher, key: key, fileID: h.fileID)
+        chunks = c
     }
 
     private func writeNewHeader(_ c: ProtectionClass) throws {
         let h = FileHeader(protectionClass: c, cipher: layout.cipher)
-        let key = SecureBytes(randomCount: 32)
+        let key: SecureBytes
+        do { key = try SecureBytes(lockedRandomCount: 32) } catch { throw StoreError.keyMemoryNotLocked }
         let bytes: [UInt8]
-        do { bytes = try h.encode(fileKey: key, keyring: keyring) } catch { key.wipe(); throw StoreError.locked }
-        try FileIO.writeAll(fd, bytes, offset: 0)
-        install(h, key)
+        do { bytes = try h.encode(fileKey: key, keyring: keyring) } catch {
+            key.wipe()
+            throw error as? StoreError == .keyMemoryNotLocked ? StoreError.keyMemoryNotLocked : StoreError.locked
+        }
+        do { try FileIO.writeAll(fd, bytes, offset: 0) } catch { key.wipe(); throw error }
+        try install(h, key)
     }
 
     @inline(__always) private func lockRead() { pthread_rwlock_rdlock(&rw) }

@@ -43,7 +43,7 @@ public struct FileHeader: Sendable, Equatable {
         var slot: [UInt8]
         switch protectionClass {
         case .completeUnlessOpen:
-            let msg = SecureBytes(count: 32 + FileHeader.prefixSize)
+            guard let msg = try? SecureBytes(lockedCount: 32 + FileHeader.prefixSize) else { throw StoreError.keyMemoryNotLocked }
             msg.withUnsafeMutableBytes { m in
                 fileKey.withUnsafeBytes { m.copyMemory(from: $0) }
                 p.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: m[32...]).copyMemory(from: $0) }
@@ -58,7 +58,8 @@ public struct FileHeader: Sendable, Equatable {
     }
 
     /// Parses a header and unwraps the file key. Integrity errors for any modified byte;
-    /// `StoreError.locked` when the class key is not available.
+    /// `StoreError.locked` when the class key is not available; `keyMemoryNotLocked` when the
+    /// file key cannot be had in locked memory.
     public static func decode(_ bytes: [UInt8], keyring: UserKeyring) throws -> (FileHeader, SecureBytes) {
         let h = try parse(bytes)
         let p = Array(bytes[0..<prefixSize])
@@ -72,7 +73,8 @@ public struct FileHeader: Sendable, Equatable {
                 defer { opened.wipe() }
                 let boundPrefix = opened.withUnsafeBytes { Array($0[32..<(32 + prefixSize)]) }
                 guard constantTimeEqual(boundPrefix, p) else { throw CryptoError.authenticationFailed }
-                let key = opened.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
+                let key = try SecureBytes(lockedCount: 32)
+                key.withUnsafeMutableBytes { k in opened.withUnsafeBytes { k.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<32])) } }
                 return (h, key)
             default:
                 let wrappedLen = SecretBox.overhead + 32
@@ -84,6 +86,8 @@ public struct FileHeader: Sendable, Equatable {
             }
         } catch CryptoError.keyUnavailable {
             throw StoreError.locked
+        } catch CryptoError.memoryNotLocked {
+            throw StoreError.keyMemoryNotLocked
         } catch is CryptoError {
             throw StoreError.integrity(path: "", detail: "file header failed authentication")
         }

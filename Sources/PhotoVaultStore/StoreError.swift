@@ -34,6 +34,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// The change took effect (the file is in place under its name) but the fsync of its
     /// directory failed, so a crash may still undo it: neither a failure nor a plain success.
     case notConfirmedOnDisk(done: String, afterCrash: String, errno: Int32)
+    /// A key could not be held in memory locked in RAM (RLIMIT_MEMLOCK without CAP_IPC_LOCK,
+    /// `CryptoError.memoryNotLocked`): the file is not opened, the mount not made.
+    case keyMemoryNotLocked
 
     public var errno: Int32 {
         switch self {
@@ -43,6 +46,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .exists, .accountExists, .storeExists: return EEXIST
         case .noSpace, .destinationFull: return ENOSPC
         case .storeBusy, .accountChangedMeanwhile: return EBUSY
+        case .keyMemoryNotLocked: return ENOMEM
         case .io(let e, _), .notConfirmedOnDisk(_, _, let e): return e
         default: return EINVAL
         }
@@ -70,6 +74,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .invalidArgument: return 2
         case .io: return 1
         case .notConfirmedOnDisk: return 28
+        case .keyMemoryNotLocked: return 30
         }
     }
 
@@ -105,6 +110,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .notConfirmedOnDisk(let done, let afterCrash, let e):
             return "\(done), but the change could not be confirmed on disk (fsync of its directory: "
                 + "\(String(cString: strerror(e)))): after a crash \(afterCrash)"
+        case .keyMemoryNotLocked: return CryptoError.memoryNotLockedMessage
         }
     }
 

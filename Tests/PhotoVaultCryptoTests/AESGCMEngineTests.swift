@@ -44,7 +44,7 @@ final class AESGCMEngineTests: XCTestCase {
     private func checkAgainstLibsodium(engine: AESGCMEngine, size: Int, rng: inout SeededGenerator) throws {
         let keyBytes = rng.bytes(32), fileID = rng.bytes(16), nonce = rng.bytes(12), plain = rng.bytes(size)
         let index = UInt64.random(in: 0...UInt64.max, using: &rng)
-        let cipher = ChunkCipher(cipher: .aes256gcm, key: SecureBytes(copying: keyBytes), fileID: fileID, engine: engine)
+        let cipher = try ChunkCipher(cipher: .aes256gcm, key: SecureBytes(copying: keyBytes), fileID: fileID, engine: engine)
         defer { cipher.wipe() }
         var ours = [UInt8](repeating: 0, count: size + 28)
         plain.withUnsafeBytes { p in nonce.withUnsafeBytes { n in ours.withUnsafeMutableBytes { o in
@@ -85,9 +85,9 @@ final class AESGCMEngineTests: XCTestCase {
 
     /// Concurrent users of one file (each engine) share or check out its key state; results
     /// stay correct.
-    func testConcurrentSealAndOpenOfOneFile() {
+    func testConcurrentSealAndOpenOfOneFile() throws {
         for engine in Self.usableEngines {
-            let cipher = ChunkCipher(cipher: .aes256gcm, key: SecureBytes(randomCount: 32), fileID: SecureRandom.bytes(16), engine: engine)
+            let cipher = try ChunkCipher(cipher: .aes256gcm, key: SecureBytes(randomCount: 32), fileID: SecureRandom.bytes(16), engine: engine)
             defer { cipher.wipe() }
             let failures = UnsafeMutablePointer<Int>.allocate(capacity: 8)
             failures.initialize(repeating: 0, count: 8)
@@ -149,7 +149,7 @@ final class AESGCMEngineTests: XCTestCase {
         XCTAssertTrue(engine.isUsable)
         let key = SecureBytes(randomCount: 32)   // never copied into ordinary memory
         let needle = key.withUnsafeBytes { Array($0) }   // the search's own copy...
-        let cipher = ChunkCipher(cipher: .aes256gcm, key: key, fileID: SecureRandom.bytes(16), engine: engine)
+        let cipher = try ChunkCipher(cipher: .aes256gcm, key: key, fileID: SecureRandom.bytes(16), engine: engine)
         var sealed = [UInt8](repeating: 0, count: 4096 + 28)
         cipher.seal(index: 0, plaintext: [UInt8](repeating: 7, count: 4096), count: 4096,
                     nonce: SecureRandom.bytes(12), into: &sealed)

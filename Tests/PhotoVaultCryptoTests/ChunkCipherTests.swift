@@ -26,7 +26,7 @@ final class ChunkCipherTests: XCTestCase {
     func testRoundTripBothCiphers() throws {
         var rng = SeededGenerator(seed: 3)
         for cipher in ContentCipher.allCases where cipher.isAvailable {
-            let c = ChunkCipher(cipher: cipher, key: SecureBytes(randomCount: 32), fileID: rng.bytes(16))
+            let c = try ChunkCipher(cipher: cipher, key: SecureBytes(randomCount: 32), fileID: rng.bytes(16))
             for n in [0, 1, 100, 4096, 65536] {
                 let plain = rng.bytes(n)
                 let sealed = seal(c, index: 5, plain)
@@ -36,12 +36,12 @@ final class ChunkCipherTests: XCTestCase {
         }
     }
 
-    func testChunkIndexAndFileIDAreBound() {
+    func testChunkIndexAndFileIDAreBound() throws {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             let key = SecureBytes(randomCount: 32)
             let idA = [UInt8](repeating: 1, count: 16), idB = [UInt8](repeating: 2, count: 16)
-            let a = ChunkCipher(cipher: cipher, key: key, fileID: idA)
-            let b = ChunkCipher(cipher: cipher, key: key.copy(), fileID: idB)
+            let a = try ChunkCipher(cipher: cipher, key: key, fileID: idA)
+            let b = try ChunkCipher(cipher: cipher, key: key.copy(), fileID: idB)
             let sealed = seal(a, index: 3, Array("chunk three".utf8))
             XCTAssertThrowsError(try open(a, index: 4, sealed)) { XCTAssertEqual($0 as? CryptoError, .authenticationFailed) }
             XCTAssertThrowsError(try open(b, index: 3, sealed)) { XCTAssertEqual($0 as? CryptoError, .authenticationFailed) }
@@ -51,7 +51,7 @@ final class ChunkCipherTests: XCTestCase {
 
     func testFailedOpenLeavesNoPlaintext() throws {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
-            let c = ChunkCipher(cipher: cipher, key: SecureBytes(randomCount: 32), fileID: [UInt8](repeating: 9, count: 16))
+            let c = try ChunkCipher(cipher: cipher, key: SecureBytes(randomCount: 32), fileID: [UInt8](repeating: 9, count: 16))
             let plain = [UInt8](repeating: 0x41, count: 64)
             var sealed = seal(c, index: 0, plain)
             sealed[sealed.count - 1] ^= 1
@@ -63,14 +63,14 @@ final class ChunkCipherTests: XCTestCase {
         }
     }
 
-    func testTooShortSealedChunkIsRejected() {
-        let c = ChunkCipher(cipher: .xchacha20poly1305, key: SecureBytes(randomCount: 32), fileID: [UInt8](repeating: 0, count: 16))
+    func testTooShortSealedChunkIsRejected() throws {
+        let c = try ChunkCipher(cipher: .xchacha20poly1305, key: SecureBytes(randomCount: 32), fileID: [UInt8](repeating: 0, count: 16))
         XCTAssertThrowsError(try open(c, index: 0, [UInt8](repeating: 0, count: c.cipher.overhead - 1)))
     }
 
-    func testWipeZeroesTheKey() {
+    func testWipeZeroesTheKey() throws {
         let key = SecureBytes(randomCount: 32)
-        let c = ChunkCipher(cipher: .xchacha20poly1305, key: key, fileID: [UInt8](repeating: 0, count: 16))
+        let c = try ChunkCipher(cipher: .xchacha20poly1305, key: key, fileID: [UInt8](repeating: 0, count: 16))
         XCTAssertFalse(c.isWiped)
         c.wipe()
         XCTAssertTrue(c.isWiped)

@@ -198,6 +198,72 @@ final class LockMemoryTests: XCTestCase {
         s.unmount(mp)
     }
 
+    /// libsodium's sodium_malloc does not check its own mlock: past RLIMIT_MEMLOCK (no
+    /// CAP_IPC_LOCK) it hands out memory that can be swapped, and the daemon used to mount and
+    /// keep its keys there without a word. A limit too small for the keys (64 KiB, the
+    /// kernel's default before 5.16) now fails the mount, in the background and with -f, with
+    /// one line and exit code 30, and nothing is mounted.
+    func testALockedMemoryLimitTooSmallForTheKeysFailsTheMount() throws {
+        let s = Sandbox("lock-memlimit")
+        s.initStore()
+        let mp = s.root + "/mnt-small"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let expected = "photovault: keys cannot be kept in locked memory: the locked-memory limit (ulimit -l) is 64 KiB; "
+            + "raise it to at least 1024 KiB or run with CAP_IPC_LOCK"
+        for extra in [[], ["-f"]] {
+            let mount = ([Harness.binary, "mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus"] + extra)
+                .map(Sandbox.quote).joined(separator: " ")
+            let r = s.run("prlimit --memlock=65536:65536 setpriv --bounding-set -ipc_lock --inh-caps -ipc_lock -- \(mount)", timeout: 60)
+            if r.status == 0 || Harness.isMounted(mp) { s.mounts.append(mp); Harness.forceUnmount(mp) }
+            XCTAssertEqual(r.status, 30, "mount \(extra): \(r.stderr)")
+            XCTAssertEqual(r.stderr.split(separator: "\n").map(String.init), [expected], "mount \(extra)")
+            XCTAssertFalse(Harness.isMounted(mp), "mount \(extra)")
+        }
+    }
+
+    /// Under a limit that holds the mount's keys but not those of every file a program keeps
+    /// open, a file that finds no locked memory for its key is not opened (ENOMEM, and a line
+    /// in the log saying why) instead of having its key put in memory that can be swapped;
+    /// the files already open and the mount go on, and once files are closed opens succeed
+    /// again. (Before, all 300 opened, most keys in unlocked memory.)
+    func testFilesBeyondTheLockedMemoryLimitFailToOpenWithENOMEM() throws {
+        let s = Sandbox("lock-memfiles")
+        s.initStore()
+        let mp = s.root + "/mnt-files"
+        let log = s.root + "/daemon.log"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let mount = [Harness.binary, "mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus", "-f"]
+            .map(Sandbox.quote).joined(separator: " ")
+        s.ok("setsid prlimit --memlock=262144:262144 setpriv --bounding-set -ipc_lock --inh-caps -ipc_lock -- \(mount) </dev/null >/dev/null 2>\(Sandbox.quote(log)) &")
+        s.mounts.append(mp)
+        XCTAssertTrue(Harness.waitUntil(10) { Harness.isMounted(mp) }, "mount did not appear: " + ((try? String(contentsOfFile: log, encoding: .utf8)) ?? ""))
+        let q = Sandbox.quote(mp)
+        s.ok("for i in $(seq 1 300); do echo \"file $i\" > \(q)/f$i; done")
+        // All 300 held open at once by one shell; what opened is read back, the failures are
+        // counted from the shell's messages.
+        let out = s.ok("""
+            errs=\(Sandbox.quote(s.root + "/open-errors")); opened=0; bad=0
+            { for i in $(seq 1 300); do
+                if exec {fd}<\(q)/f$i; then opened=$((opened+1)); read -r line <&$fd; [ "$line" = "file $i" ] || bad=$((bad+1)); fi
+              done; } 2>"$errs"
+            echo "$opened $(grep -c 'Cannot allocate memory' "$errs") $(grep -vc 'Cannot allocate memory' "$errs") $bad"
+            """)
+        let counts = out.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
+        XCTAssertEqual(counts.count, 4, out)
+        let (opened, enomem, other, bad) = (counts[0], counts[1], counts[2], counts[3])
+        XCTAssertGreaterThan(opened, 0, out)
+        XCTAssertGreaterThan(enomem, 0, "every file opened: the limit was not reached, or keys went to unlocked memory (\(out))")
+        XCTAssertEqual(other, 0, out)
+        XCTAssertEqual(bad, 0, out)
+        XCTAssertEqual(opened + enomem, 300, out)
+        // Those files closed (the shell exited), every file opens again.
+        XCTAssertEqual(s.ok("cat \(q)/f300"), "file 300\n")
+        let daemonLog = try String(contentsOfFile: log, encoding: .utf8)
+        XCTAssertTrue(daemonLog.contains("ENOMEM: open /f") && daemonLog.contains("keys cannot be kept in locked memory: "
+                                                                                  + "the locked-memory limit (ulimit -l) is 256 KiB"), daemonLog)
+        s.unmount(mp)
+    }
+
     /// A read reply is plaintext in a heap buffer: it is zeroed before it is freed, so the
     /// daemon keeps no copy of a photo it served. The file is imported offline (it never
     /// passed through the daemon's write path), read through the mount, and the daemon's

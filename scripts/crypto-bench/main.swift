@@ -24,7 +24,7 @@ func median(_ xs: [Double]) -> Double {
 struct Result { var seal: Double; var open: Double }
 
 func bench(_ cipher: ContentCipher, chunkSize: Int) throws -> Result {
-    let c = ChunkCipher(cipher: cipher, key: SecureBytes(randomCount: 32), fileID: SecureRandom.bytes(16))
+    let c = try ChunkCipher(cipher: cipher, key: SecureBytes(randomCount: 32), fileID: SecureRandom.bytes(16))
     let chunksPerRequest = max(1, requestSize / chunkSize)
     let requestBytes = chunksPerRequest * chunkSize
     let requests = max(1, megabytes * (1 << 20) / requestBytes)

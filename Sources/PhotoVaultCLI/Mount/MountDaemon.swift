@@ -16,6 +16,12 @@ enum MountDaemon {
             reporter.fail(code: 2, "bad daemon arguments"); exit(2)
         }
         settings.foreground = false
+        // Before the first key: a locked-memory limit too small for the keys fails the mount
+        // with one line and its own exit code (`serve` checks again, for `mount -f`).
+        do { try SecureBytes.reserveLockedMemory() } catch {
+            let e = StoreError.keyMemoryNotLocked
+            reporter.fail(code: e.exitCode, e.description); exit(e.exitCode)
+        }
         // The caller's working directory (a USB stick, a directory to be removed) must not stay
         // busy for as long as the vault is mounted; the paths are absolute (MountFlow made them
         // canonical).
@@ -58,6 +64,14 @@ enum MountDaemon {
         // writes it had not flushed.
         signal(SIGXFSZ, SIG_IGN)
         lockMemory(log: log)
+        // Keys live in memory locked against swapping, or the vault is not mounted: libsodium
+        // would otherwise hand out unlocked memory past RLIMIT_MEMLOCK without a word. This
+        // locks a slab of every slot size (112 KiB); later files that find no locked memory
+        // fail to open (ENOMEM and a log line), the mount stays.
+        do { try SecureBytes.reserveLockedMemory() } catch {
+            masterKey.wipe()
+            return fail(reporter, StoreError.keyMemoryNotLocked)
+        }
         let layout = StoreLayout(root: settings.store)
         let config: StoreConfig
         do { config = try layout.loadConfig() } catch {
