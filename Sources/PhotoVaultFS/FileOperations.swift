@@ -227,6 +227,12 @@ extension VaultFileSystem {
     func write(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ data: UnsafePointer<CChar>?, _ size: Int, _ off: off_t,
                _ fi: UnsafeMutablePointer<fuse_file_info>?) {
         guard let h = handle(fi), let data else { fuse_reply_err(req, EBADF); return }
+        // The data is plaintext in libfuse's request buffer, which each worker thread keeps for
+        // its next request and frees unzeroed when it ends: zeroed once sealed (after the reply,
+        // which does not wait for it), as read replies are, so the daemon keeps no copy of a
+        // photo it was given. libfuse reads the buffer no more once this returns (no splice:
+        // the session's device I/O is `DeviceIO`'s read).
+        defer { secureZero(UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(mutating: data), count: size)) }
         do {
             let n = try h.content.write(from: UnsafeRawPointer(data), count: size, offset: Int64(off))
             fuse_reply_write(req, n)

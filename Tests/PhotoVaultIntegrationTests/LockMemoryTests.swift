@@ -49,6 +49,29 @@ final class LockMemoryTests: XCTestCase {
         return out
     }
 
+    /// 600 KiB of bytes that repeat nowhere (no 64-byte piece occurs twice or in other data),
+    /// written to SANDBOX/photo.raw.
+    static func samplePhoto(in s: Sandbox, multiplier: Int, shift: Int, period: Int) throws -> ([UInt8], String) {
+        var bytes = [UInt8](repeating: 0, count: 600 * 1024)
+        for i in bytes.indices { bytes[i] = UInt8(truncatingIfNeeded: (i &* multiplier) >> shift) ^ UInt8(truncatingIfNeeded: i / period) }
+        let src = s.root + "/photo.raw"
+        try Data(bytes).write(to: URL(fileURLWithPath: src))
+        return (bytes, src)
+    }
+
+    /// The offsets of `bytes` whose 64-byte piece is somewhere in `pid`'s readable memory, one
+    /// piece every 16 KiB (each chunk and each read or write request has several).
+    static func offsetsFound(pid: pid_t, _ bytes: [UInt8]) throws -> [Int] {
+        let regions = try readableRegions(pid: pid)
+        XCTAssertGreaterThan(regions.reduce(0) { $0 + $1.bytes.count }, 1 << 20, "under 1 MiB of memory read: the search proves nothing")
+        var found: [Int] = []
+        for off in stride(from: 0, to: bytes.count - 64, by: 16 * 1024) {
+            let piece = Array(bytes[off..<off + 64])
+            for r in regions where pv_contains(r.bytes, r.bytes.count, piece, 64) != 0 { found.append(off); break }
+        }
+        return found
+    }
+
     /// /proc files report size 0, and String(contentsOfFile:) then reads only the first page.
     static func readProcFile(_ path: String) throws -> String {
         let fd = open(path, O_RDONLY)
@@ -264,6 +287,32 @@ final class LockMemoryTests: XCTestCase {
         s.unmount(mp)
     }
 
+    /// The data of a WRITE arrives in libfuse's request buffer (one per worker thread, reused
+    /// for the next request, freed without zeroing when an idle worker ends), so the daemon
+    /// kept the last photo data each worker had received, after the file was closed and the
+    /// vault locked, until some later request happened to overwrite it. It is zeroed once
+    /// sealed. The file is written through the mount with requests of several sizes, closed,
+    /// the vault locked (`--on-lock stay`: the daemon lives on), and the daemon's memory is
+    /// searched for pieces of it from start to end.
+    func testWrittenPlaintextDoesNotStayInTheDaemon() throws {
+        let s = Sandbox("lock-writebuf")
+        s.initStore()
+        let (bytes, src) = try Self.samplePhoto(in: s, multiplier: 2246822519, shift: 11, period: 4099)
+        let mp = s.mount(extra: ["--on-lock", "stay"])
+        let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
+        let q = Sandbox.quote(mp)
+        // Write-only (direct) and read-write (through the page cache) handles, large and small requests.
+        s.ok("cp \(Sandbox.quote(src)) \(q)/a.raw && dd if=\(Sandbox.quote(src)) of=\(q)/b.raw bs=4k conv=notrunc status=none "
+             + "&& dd if=\(Sandbox.quote(src)) bs=64k status=none | dd of=\(q)/c.raw bs=64k iflag=fullblock conv=notrunc status=none")
+        for name in ["a.raw", "b.raw", "c.raw"] {
+            XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: mp + "/" + name))), bytes, name)
+        }
+        XCTAssertEqual(s.pv(["lock", mp]).status, 0)
+        XCTAssertEqual(MountProbe.state(s, mp), "locked")
+        XCTAssertEqual(try Self.offsetsFound(pid: pid, bytes), [], "the daemon's memory still holds written plaintext at these offsets")
+        s.unmount(mp)
+    }
+
     /// A read reply is plaintext in a heap buffer: it is zeroed before it is freed, so the
     /// daemon keeps no copy of a photo it served. The file is imported offline (it never
     /// passed through the daemon's write path), read through the mount, and the daemon's
@@ -271,23 +320,13 @@ final class LockMemoryTests: XCTestCase {
     func testReadRepliesLeaveNoPlaintextInTheDaemon() throws {
         let s = Sandbox("lock-readbuf")
         s.initStore()
-        var bytes = [UInt8](repeating: 0, count: 600 * 1024)
-        for i in bytes.indices { bytes[i] = UInt8(truncatingIfNeeded: (i &* 2654435761) >> 13) ^ UInt8(truncatingIfNeeded: i / 4093) }
-        let src = s.root + "/photo.raw"
-        try Data(bytes).write(to: URL(fileURLWithPath: src))
+        let (bytes, src) = try Self.samplePhoto(in: s, multiplier: 2654435761, shift: 13, period: 4093)
         XCTAssertEqual(OfflineCommandTests.pv(s, ["import", src, "/"]).status, 0)
         let mp = s.mount()
         let pid = try XCTUnwrap(MountProbe.daemonPID(s, mp))
         let read = try Data(contentsOf: URL(fileURLWithPath: mp + "/photo.raw"))
         XCTAssertEqual(Array(read), bytes)
-        // 64-byte pieces at every 16 KiB (each chunk and read request has several).
-        let regions = try Self.readableRegions(pid: pid)
-        var leaked: [Int] = []
-        for off in stride(from: 0, to: bytes.count - 64, by: 16 * 1024) {
-            let piece = Array(bytes[off..<off + 64])
-            for r in regions where pv_contains(r.bytes, r.bytes.count, piece, 64) != 0 { leaked.append(off); break }
-        }
-        XCTAssertEqual(leaked, [], "the daemon's memory still holds the plaintext at these offsets")
+        XCTAssertEqual(try Self.offsetsFound(pid: pid, bytes), [], "the daemon's memory still holds the plaintext at these offsets")
         // The search works: the control key is in memory while unlocked.
         let key = try Self.completeClassKey(store: s.store, user: "alice", password: Sandbox.password)
         XCTAssertFalse(try Self.regionsContaining(pid: pid, key).hits.isEmpty, "memory search found no key: it would prove nothing")
