@@ -33,14 +33,22 @@ public final class SecureBytes: @unchecked Sendable {
         self.init(taking: try SecureBytes.lockedZeroed(count), count: count)
     }
 
-    /// Zero-filled secret of `count` bytes. Traps, with the reason, when it cannot be locked
-    /// in RAM: for keys taken before any file is opened, when the mount daemon has already
-    /// checked the limit (`reserveLockedMemory`).
+    /// Zero-filled secret of `count` bytes. When it cannot be locked in RAM, calls
+    /// `lockFailureHandler` (a trap by default): for keys taken before any file is opened,
+    /// which fails only under a limit below one slab (the mount daemon checks it first,
+    /// `reserveLockedMemory`).
     public convenience init(count: Int) {
         let p: UnsafeMutableRawPointer
-        do { p = try SecureBytes.lockedZeroed(count) } catch { fatalError("\(error)") }
+        do { p = try SecureBytes.lockedZeroed(count) } catch {
+            if let handler = SecureBytes.lockFailureHandler { handler() }
+            fatalError("\(error)")
+        }
         self.init(taking: p, count: count)
     }
+
+    /// Ends the process when `init(count:)` finds no locked memory. The photovault command
+    /// sets it (at start, before any thread) to say so in one line and exit with its code.
+    nonisolated(unsafe) public static var lockFailureHandler: (() -> Never)?
 
     /// Random secret of `count` bytes.
     public convenience init(randomCount count: Int) {

@@ -225,23 +225,29 @@ final class LockMemoryTests: XCTestCase {
     /// CAP_IPC_LOCK) it hands out memory that can be swapped, and the daemon used to mount and
     /// keep its keys there without a word. A limit too small for the keys (64 KiB, the
     /// kernel's default before 5.16) now fails the mount, in the background and with -f, with
-    /// one line and exit code 30, and nothing is mounted.
+    /// one line and exit code 30, and nothing is mounted. A limit too small for even the first
+    /// key (0) does the same, there and in an offline command, instead of a crash.
     func testALockedMemoryLimitTooSmallForTheKeysFailsTheMount() throws {
         let s = Sandbox("lock-memlimit")
         s.initStore()
         let mp = s.root + "/mnt-small"
         try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        let expected = "photovault: keys cannot be kept in locked memory: the locked-memory limit (ulimit -l) is 64 KiB; "
-            + "raise it to at least 1024 KiB or run with CAP_IPC_LOCK"
-        for extra in [[], ["-f"]] {
-            let mount = ([Harness.binary, "mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus"] + extra)
-                .map(Sandbox.quote).joined(separator: " ")
-            let r = s.run("prlimit --memlock=65536:65536 setpriv --bounding-set -ipc_lock --inh-caps -ipc_lock -- \(mount)", timeout: 60)
-            if r.status == 0 || Harness.isMounted(mp) { s.mounts.append(mp); Harness.forceUnmount(mp) }
-            XCTAssertEqual(r.status, 30, "mount \(extra): \(r.stderr)")
-            XCTAssertEqual(r.stderr.split(separator: "\n").map(String.init), [expected], "mount \(extra)")
-            XCTAssertFalse(Harness.isMounted(mp), "mount \(extra)")
+        let account = ["--store", s.store, "--user", "alice", "--passfile", s.passfile]
+        let commands = [["mount", mp, "--no-dbus"], ["mount", mp, "--no-dbus", "-f"], ["export", "/", s.root + "/out"]]
+        for (limit, kib) in [(65536, 64), (0, 0)] {
+            for command in commands where limit == 0 || command[0] == "mount" {
+                let line = ([Harness.binary] + command + account).map(Sandbox.quote).joined(separator: " ")
+                let r = s.run("prlimit --memlock=\(limit):\(limit) setpriv --bounding-set -ipc_lock --inh-caps -ipc_lock -- \(line)", timeout: 60)
+                if Harness.isMounted(mp) { s.mounts.append(mp); Harness.forceUnmount(mp) }
+                let what = "\(command.prefix(2)) \(command.last!) under \(kib) KiB"
+                XCTAssertEqual(r.status, 30, "\(what): \(r.stderr)")
+                XCTAssertEqual(r.stderr.split(separator: "\n").map(String.init),
+                               ["photovault: keys cannot be kept in locked memory: the locked-memory limit (ulimit -l) is \(kib) KiB; "
+                                + "raise it to at least 1024 KiB or run with CAP_IPC_LOCK"], what)
+                XCTAssertFalse(Harness.isMounted(mp), what)
+            }
         }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: s.root + "/out"))
     }
 
     /// Under a limit that holds the mount's keys but not those of every file a program keeps

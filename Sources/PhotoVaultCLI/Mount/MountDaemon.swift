@@ -444,7 +444,18 @@ extension MountDaemon {
 /// Process-level entry points used by `main.swift`.
 public enum ProcessSetup {
     /// Every photovault process handles passwords or keys: none may be dumped or ptraced.
-    public static func hardenProcess() { Sodium.makeProcessNotDumpable() }
+    /// And none keeps a key in memory that can be swapped: a locked-memory limit too small
+    /// for even the first key (`ulimit -l 0`) ends the command with one line and exit code
+    /// 29, not a crash (later keys fail the operation that needs them the same way).
+    public static func hardenProcess() {
+        Sodium.makeProcessNotDumpable()
+        SecureBytes.lockFailureHandler = {
+            let e = StoreError.keyMemoryNotLocked
+            let line = Array("photovault: \(e.description)\n".utf8)
+            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress!, $0.count) }
+            exit(e.exitCode)
+        }
+    }
 
     /// A caller that closed stdin, stdout or stderr (`photovault mount >&- 2>&-` in a script)
     /// would have the next descriptors opened land there: the mount's pipes to its daemon
