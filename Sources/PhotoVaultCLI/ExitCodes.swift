@@ -40,7 +40,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: 8, meaning: "password too short"),
         ExitCodeEntry(code: 9, meaning: "corrupt account record or store"),
         ExitCodeEntry(code: 10, meaning: "unknown store format version"),
-        ExitCodeEntry(code: storeBusy, meaning: "the store is busy (another photovault command or a mount holds it), or another command changed the account while passwd waited for the new password"),
+        ExitCodeEntry(code: storeBusy, meaning: "the store is busy (another photovault command or a mount holds it)"),
         ExitCodeEntry(code: 12, meaning: "key-derivation cost below the allowed floor (tampered account record or store config?)"),
         ExitCodeEntry(code: 13, meaning: "the account is bound to another device"),
         ExitCodeEntry(code: noFuseDevice, meaning: "no usable /dev/fuse (missing, not the FUSE device, or this process may not open it)"),
@@ -60,6 +60,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: notConfirmedOnDisk, meaning: "the change took effect but could not be confirmed on disk (a crash may undo it; the message says what)"),
         ExitCodeEntry(code: fsckRepairIncomplete, meaning: "fsck --repair could not move some damaged entries into lost+found (each named); the rest was repaired"),
         ExitCodeEntry(code: 30, meaning: "keys cannot be kept in memory locked against swapping (the locked-memory limit, ulimit -l, is too small)"),
+        ExitCodeEntry(code: 31, meaning: "another command changed the account (passwd, reset-password, or remove and add) while passwd waited for the new password; nothing was written"),
     ]
 
     public static func meaning(of code: Int32) -> String? { table.first { $0.code == code }?.meaning }

@@ -63,7 +63,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .passwordTooShort: return 8
         case .corruptRecord, .corruptStore: return 9
         case .unknownVersion: return 10
-        case .storeBusy, .accountChangedMeanwhile: return 11
+        case .storeBusy: return 11
+        case .accountChangedMeanwhile: return 31
         case .weakKDFParameters, .weakStoreKDFParameters: return 12
         case .wrongDevice: return 13
         case .noSpace, .destinationFull: return 19

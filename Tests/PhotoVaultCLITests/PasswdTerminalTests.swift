@@ -103,7 +103,7 @@ final class PasswdTerminalTests: XCTestCase {
     }
 
     /// Another command changes the account while the new password is typed: the change is
-    /// refused in one line, exit 11, and the other command's password stays. (Re-checking
+    /// refused in one line, exit 31, and the other command's password stays. (Re-checking
     /// the current password against the new record said 'wrong password', exit 5.)
     func testAnAccountChangedWhileTheNewPasswordIsTypedIsNotOverwritten() throws {
         var changed: [UInt8] = []
@@ -111,7 +111,7 @@ final class PasswdTerminalTests: XCTestCase {
             try AccountStore(layout: layout).changePassword(user: "alice", old: secret(current), new: secret("set by another command"))
             changed = try recordBytes()
         }
-        XCTAssertEqual(r.code, 11, r.stderr)
+        XCTAssertEqual(r.code, 31, r.stderr)
         XCTAssertEqual(r.stderr, "photovault: the account was changed by another command (passwd, reset-password or remove) "
                        + "while the new password was typed; nothing was changed: run 'photovault user passwd' again\n")
         XCTAssertTrue(try recordBytes() == changed, "the record written meanwhile must stay as it is")
@@ -130,7 +130,7 @@ final class PasswdTerminalTests: XCTestCase {
             _ = try store.add(user: "alice", password: secret(current), deviceBound: false, parameters: .floor)
             changed = try recordBytes()
         }
-        XCTAssertEqual(r.code, 11, r.stderr)
+        XCTAssertEqual(r.code, 31, r.stderr)
         XCTAssertTrue(try recordBytes() == changed, "the new account's record must stay as it is")
         assertOpens(current)
     }

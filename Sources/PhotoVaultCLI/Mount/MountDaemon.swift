@@ -446,7 +446,7 @@ public enum ProcessSetup {
     /// Every photovault process handles passwords or keys: none may be dumped or ptraced.
     /// And none keeps a key in memory that can be swapped: a locked-memory limit too small
     /// for even the first key (`ulimit -l 0`) ends the command with one line and exit code
-    /// 29, not a crash (later keys fail the operation that needs them the same way).
+    /// 30, not a crash (later keys fail the operation that needs them the same way).
     public static func hardenProcess() {
         Sodium.makeProcessNotDumpable()
         SecureBytes.lockFailureHandler = {
