@@ -84,6 +84,10 @@ public enum AtomicFile {
 
 /// Raw, retrying file I/O helpers.
 public enum FileIO {
+    /// O_NOATIME (Linux: 01000000 on x86-64 and arm64). Refused with EPERM for a file the
+    /// caller neither owns nor has CAP_FOWNER over; callers then open without it.
+    public static let noAtime: Int32 = 0o1000000
+
     /// fsync(2) as the offline tools call it (`sync`, `AtomicFile.syncDirectory`). Only tests
     /// replace it, to see what was synced when or to make it fail.
     nonisolated(unsafe) static var fsync: (Int32) -> Int32 = { Glibc.fsync($0) }

@@ -70,3 +70,37 @@ final class CredentialLeakTests: CredentialTestCase {
         XCTAssertGreaterThanOrEqual(peak - baseline, 200 * 1024, "Argon2id at .standard should really touch ~256 MiB")
     }
 }
+
+/// Opening an account leaves no time on its record: the record's access time, next to the
+/// `.pvmount` a mount creates and the tree root it lists, told which tree is whose.
+final class CredentialAccessTimeTests: CredentialTestCase {
+    func atime(_ path: String) -> timespec {
+        var st = stat()
+        XCTAssertEqual(stat(path, &st), 0, path)
+        return st.st_atim
+    }
+
+    func testOpeningAnAccountLeavesTheRecordsAccessTimeAlone() throws {
+        _ = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
+        let record = store.recordPath(try AccountName.derive(user: "alice", config: store.config))
+        // An access time older than the modification time: relatime updates it on the next read.
+        var st = stat()
+        XCTAssertEqual(stat(record, &st), 0)
+        var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), st.st_mtim]
+        XCTAssertEqual(utimensat(AT_FDCWD, record, &times, 0), 0)
+
+        let a = try store.open(user: "alice", password: pw("alice-password"))
+        a.wipe()
+        XCTAssertTrue(try store.exists(user: "alice"))
+        assertThrows(.wrongPassword) { _ = try self.store.open(user: "alice", password: self.pw("wrong-password")) }
+        XCTAssertEqual(atime(record).tv_sec, 1_000_000, "opening the account updated its record's access time")
+
+        // The file system does record access times: a plain read moves it.
+        let fd = open(record, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        var byte: UInt8 = 0
+        XCTAssertEqual(read(fd, &byte, 1), 1)
+        close(fd)
+        XCTAssertNotEqual(atime(record).tv_sec, 1_000_000, "this file system does not update access times: the test proves nothing")
+    }
+}

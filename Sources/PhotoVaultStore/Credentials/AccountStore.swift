@@ -298,10 +298,17 @@ public struct AccountStore {
 
     func loadRecord(_ name: AccountName) throws -> AccountRecord {
         // A FIFO in its place is never waited on, a symlink never followed out of the store.
+        // O_NOATIME: a record's access time would say when its account was last opened, and
+        // next to the `.pvmount` and root times of a tree mounted then, which tree is whose
+        // (FORMAT.md section 10). Without ownership of the file (EPERM) it is read without.
+        func open(_ flags: Int32) throws -> Int32 {
+            try FileIO.openRegular(AT_FDCWD, recordPath(name), flags, what: "account record",
+                                   misshapen: { _ in .corruptRecord("not a regular file") })
+        }
         let fd: Int32
         do {
-            fd = try FileIO.openRegular(AT_FDCWD, recordPath(name), what: "account record",
-                                        misshapen: { _ in .corruptRecord("not a regular file") })
+            do { fd = try open(O_RDONLY | FileIO.noAtime) }
+            catch StoreError.io(let e, _) where e == EPERM { fd = try open(O_RDONLY) }
         } catch StoreError.io(let e, _) where e == ENOENT {
             throw StoreError.noSuchAccount
         }

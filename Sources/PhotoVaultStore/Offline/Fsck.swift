@@ -102,9 +102,9 @@ public final class Fsck {
         let error: Error
     }
 
-    /// O_NOATIME (Linux: 01000000 on x86-64 and arm64): reading must not even touch atimes.
-    /// Refused with EPERM for files the caller does not own; then fsck opens without it.
-    static let noAtime: Int32 = 0o1000000
+    /// Reading must not even touch atimes (`FileIO.noAtime`); refused with EPERM for files
+    /// the caller does not own, then fsck opens without it.
+    static let noAtime = FileIO.noAtime
 
     /// `%` → `%25` (names never contain `/`), so that `%2F` in a lost+found name always
     /// stands for a path separator.
