@@ -65,6 +65,7 @@ extension ParsedArguments {
             if u.unicodeScalars.contains("\u{FFFD}") && RawArguments.anyInvalidUTF8(decodingTo: u) {
                 throw StoreError.invalidArgument("the user name is not valid UTF-8 text")
             }
+            RawArguments.hide(u)
             return u
         }
         guard let n = Defaults.loginName() else { throw CLIError.failed("cannot find your login name; give the user name") }
@@ -95,5 +96,51 @@ enum RawArguments {
             if String(validatingCString: p) == nil && String(cString: p).contains(text) { return true }
         }
         return false
+    }
+
+    /// Takes `value` (an argument of its own, or the value of `--user=`) out of this process's
+    /// command line as other processes read it (`/proc/PID/cmdline`, `ps`, `top`), which every
+    /// local user may read: an account name given on the command line was shown to all of
+    /// them for as long as the command ran, a password prompt included. The kernel lays the
+    /// arguments out back to back and reads them from this memory, so they are rewritten in
+    /// place, the others moved up, the end filled with NULs (the length of the whole command
+    /// line stays; the kernel keeps it). `argv` is pointed at the moved strings; a dropped one
+    /// becomes "". Nothing is done unless the layout is the kernel's. Call after the last
+    /// read of the value from the raw arguments (`anyInvalidUTF8`).
+    static func hide(_ value: String) {
+        let argc = Int(CommandLine.argc)
+        let argv = CommandLine.unsafeArgv
+        guard argc > 1, !value.isEmpty, let first = argv[0] else { return }
+        var strings: [[CChar]] = []
+        var end = first
+        for i in 0..<argc {
+            guard let p = argv[i], p == end else { return }
+            let n = strlen(p)
+            strings.append(Array(UnsafeBufferPointer(start: p, count: n)))
+            end = p + n + 1
+        }
+        let target = Array(value.utf8CString.dropLast())
+        let option = Array("--user=".utf8CString.dropLast())
+        var kept: [[CChar]] = [strings[0]]
+        for s in strings.dropFirst() {
+            if s == target { continue }
+            if s.count > option.count, s.starts(with: option), Array(s.dropFirst(option.count)) == target {
+                kept.append(option)
+            } else {
+                kept.append(s)
+            }
+        }
+        guard kept != strings else { return }
+        let total = end - first
+        var out = [CChar](repeating: 0, count: total)
+        var offset = 0
+        var starts: [Int] = []
+        for s in kept {
+            starts.append(offset)
+            out.replaceSubrange(offset..<offset + s.count, with: s)
+            offset += s.count + 1
+        }
+        out.withUnsafeBufferPointer { first.update(from: $0.baseAddress!, count: total) }
+        for i in 0..<argc { argv[i] = i < starts.count ? first + starts[i] : end - 1 }
     }
 }
