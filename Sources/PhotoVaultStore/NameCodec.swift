@@ -71,8 +71,16 @@ public struct NameCodec: Sendable {
         guard let sealed = Base64URL.decode(full) else {
             throw StoreError.integrity(path: entry, detail: "not a PhotoVault name (foreign or conflict copy?)")
         }
-        do { return try names.open(sealed, domain: dir.id) }
+        let plain: [UInt8]
+        do { plain = try names.open(sealed, domain: dir.id) }
         catch { throw StoreError.integrity(path: entry, detail: "name failed authentication") }
+        // Authentic, but no file name (FORMAT.md section 6: no `/`; nothing makes `.` or `..`):
+        // only someone holding this account's keys writes one, and export would have followed
+        // it out of its destination (`../../.bashrc`, a directory named `..`).
+        guard !plain.contains(UInt8(ascii: "/")), plain != [0x2e], plain != [0x2e, 0x2e] else {
+            throw StoreError.integrity(path: entry, detail: "the name decrypts to '/', '.' or '..' or a name with a '/'")
+        }
+        return plain
     }
 
     /// Creates the companion of a long name (before the entry itself is created).

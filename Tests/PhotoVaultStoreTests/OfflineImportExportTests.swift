@@ -713,3 +713,35 @@ extension FileIO {
         try bytes.withUnsafeBytes { try OfflineSys.writeStream(fd, $0.baseAddress!, bytes.count) }
     }
 }
+
+/// A name that decrypts but is no file name ("..", "a/../..", "../x") is never followed.
+final class OfflineNameTraversalTests: XCTestCase {
+    func testANameThatDecryptsToAPathIsSkippedNotFollowedByExport() throws {
+        let (tree, scratch) = try OfflineFixture.makeTree(self)
+        let src = scratch + "/src"
+        OfflineFixture.mkdirs(src + "/album/sub")
+        OfflineFixture.write(src + "/album/a.jpg", Array("photo-a".utf8), mode: 0o600)
+        OfflineFixture.write(src + "/album/sub/b.jpg", Array("photo-b".utf8), mode: 0o600)
+        _ = try Importer(tree: tree).import(sources: [src + "/album"], into: "/") { _ in }
+
+        // Someone with this account's keys renames the entries to authentic names that are paths.
+        let resolver = try VaultResolver(tree: tree)
+        let album = try resolver.directory(VaultPath("/album"))
+        func entry(_ plain: String) -> String {
+            guard case .short(let e) = tree.names.encode(Array(plain.utf8), in: album.info) else { fatalError() }
+            return e
+        }
+        XCTAssertEqual(renameat(album.fd, entry("a.jpg"), album.fd, entry("../../escaped.jpg")), 0)
+        XCTAssertEqual(renameat(album.fd, entry("sub"), album.fd, entry("..")), 0)
+        withExtendedLifetime(album) {}
+
+        let out = scratch + "/out"
+        let summary = try Exporter(tree: tree).export(paths: ["/album"], to: out)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: scratch + "/escaped.jpg"), "export wrote outside its destination")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: out + "/b.jpg"), "export followed a directory named ..")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: scratch + "/b.jpg"))
+        XCTAssertEqual(summary.files, 0)
+        XCTAssertEqual(summary.skipped.count, 2, "\(summary.skipped)")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: out + "/album"), [])
+    }
+}
