@@ -55,6 +55,30 @@ final class CredentialDurabilityTests: CredentialTestCase {
         try store.open(user: "bob", password: pw("bob password")).wipe()
     }
 
+    /// An add that fails while it makes the account's tree (before its record: here the
+    /// fsync after the tree's `.pvdir`; on a full store its ENOSPC) leaves no tree behind.
+    /// It used to leave `users/<id>/` for good, one more each time the add was tried again.
+    func testAddThatFailsWhileMakingItsTreeLeavesNoTree() throws {
+        let users = layout.usersDir
+        let usersID = OfflineFixture.identity(users)
+        XCTAssertFalse(usersID.isEmpty)
+        OfflineFixture.hookFsync(self) { fd in
+            // Fails for the new tree: a directory whose parent is users/.
+            var parent = stat()
+            guard fstatat(fd, "..", &parent, 0) == 0 else { return true }
+            return [UInt64(parent.st_dev), UInt64(parent.st_ino)] != usersID
+        }
+        XCTAssertThrowsError(try store.add(user: "dave", password: pw("dave password"), deviceBound: false, parameters: fast)) {
+            XCTAssertEqual(($0 as? StoreError)?.errno, EIO, "\($0)")
+        }
+        XCTAssertFalse(try store.exists(user: "dave"))
+        XCTAssertEqual(try recordFiles(), [])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: users), [], "a failed add left its tree")
+        FileIO.fsync = { Glibc.fsync($0) }
+        try store.add(user: "dave", password: pw("dave password"), deviceBound: false, parameters: fast).wipe()
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: users).count, 1)
+    }
+
     /// The record is unlinked, so the account is gone; a crash may bring it back, so its
     /// photos are kept even with deletePhotos (a record naming a deleted tree opens to
     /// nothing). It used to be `.io` (exit 1), as if nothing had happened.

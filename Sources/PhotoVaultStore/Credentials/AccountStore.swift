@@ -87,12 +87,14 @@ public struct AccountStore {
             record.recoverySlot = SecretBox.wrap(payload, under: kekRecovery,
                                                  ad: record.recoverySlotAD(storeID: config.storeID, fileName: name.recordFileName))
             // Tree first, record last: a crash in between leaves an empty tree that nothing
-            // points to, never a record whose tree is missing.
+            // points to, never a record whose tree is missing. A failure (a full store: ENOSPC
+            // on the tree's `.pvdir`; EIO from an fsync) removes the tree made so far, which
+            // nothing will ever name: each failed add used to leave one behind.
             let treePath = layout.userTree(treeID)
             let keyring = UserKeyring(masterKey: masterKey)
             defer { keyring.wipeAll() }
-            try UserTree.initialiseRoot(at: treePath, keyring: keyring)
             do {
+                try UserTree.initialiseRoot(at: treePath, keyring: keyring)
                 try withAccountsDir { dfd in
                     try AtomicFile.place(record.encoded(), in: dfd, name: name.recordFileName, replacing: false)
                     do { try AtomicFile.syncDirectory(dfd, name.recordFileName) } catch {
