@@ -390,14 +390,15 @@ public final class ContentFile: @unchecked Sendable {
 
     /// Rewraps the file key under another class (no content is re-encrypted) and rewrites the
     /// header in place with one 128-byte write at offset 0 followed by fsync (FORMAT.md,
-    /// "Crash safety").
+    /// "Crash safety"). A failed fsync (EIO, ENOSPC) is thrown, for a file without a header
+    /// yet too: the class change is then not known to be on disk.
     public func setProtectionClass(_ c: ProtectionClass) throws {
         lockWrite(); defer { unlock() }
         guard !keyForgotten else { throw StoreError.locked }
         guard var h = header, let key = fileKey else {
             // Header not written yet: write it now with the requested class.
             try writeNewHeader(c)
-            _ = fsync(fd)
+            guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
             return
         }
         if h.protectionClass == c { return }

@@ -387,6 +387,44 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(Self.pv(sb, ["class", "list", "/v/src"]).stdout.split(separator: "\n").count, 1, "listed when readable")
     }
 
+    /// `class set` on a file without a header yet (a 0-byte ciphertext file, as a crash right
+    /// after a create leaves it) writes the header with the class and fsyncs it: a failed
+    /// fsync (EIO, injected with strace on that file only) is an I/O error (exit 1, one line),
+    /// not a success. It was ignored, so the command said `/f: none` although the new header
+    /// was not known to be on disk. A header rewritten in place already reported it.
+    func testClassSetOnAFileWithoutHeaderReportsAFailedFsync() throws {
+        // scripts/deps.sh installs strace for the tests: its absence is a failure, not a skip.
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace is missing: run scripts/deps.sh test")
+        let sb = Sandbox("pv-offline-class-fsync")
+        sb.initStore()
+        let src = sb.plainDir("src")
+        try Data("some photo".utf8).write(to: URL(fileURLWithPath: src + "/f.jpg"))
+        XCTAssertEqual(Self.pv(sb, ["import", src + "/f.jpg", "/"]).status, 0)
+        // The one ciphertext file of the tree.
+        let trees = try FileManager.default.contentsOfDirectory(atPath: sb.store + "/users")
+        XCTAssertEqual(trees.count, 1)
+        let tree = sb.store + "/users/" + trees[0]
+        let files = try FileManager.default.contentsOfDirectory(atPath: tree).filter { !$0.hasPrefix(".") }
+        XCTAssertEqual(files.count, 1, "\(files)")
+        let backing = tree + "/" + files[0]
+        func classSetFailingFsync(_ cls: String) -> Harness.Result {
+            Harness.run(["/usr/bin/strace", "-f", "-o", "/dev/null", "-P", backing,
+                         "-e", "trace=fsync", "-e", "inject=fsync:error=EIO", Harness.binary, "class", "set", "/f.jpg", cls,
+                         "--store", sb.store, "--user", "alice", "--passfile", sb.passfile], env: sb.env, timeout: 60)
+        }
+        // A header rewritten in place: the failed fsync was already reported.
+        assertFailure(classSetFailingFsync("none"), 1, "Input/output error")
+        // The file loses its header, as when the daemon is killed right after creating it.
+        XCTAssertEqual(truncate(backing, 0), 0)
+        let r = classSetFailingFsync("until-first-auth")
+        assertFailure(r, 1, "Input/output error")
+        XCTAssertEqual(r.stdout, "", "a class change not known to be on disk was reported as done")
+        // Without the fault it works: the empty file with that class, and a whole store.
+        XCTAssertEqual(Self.pv(sb, ["class", "set", "/f.jpg", "none"]).status, 0)
+        XCTAssertEqual(Self.pv(sb, ["class", "get", "/f.jpg"]).stdout, "none\n")
+        XCTAssertEqual(Self.pv(sb, ["fsck"]).status, 0)
+    }
+
     /// What fsck cannot read is `unreadable` and the walk goes on: a directory whose listing
     /// fails (it used to end fsck) and an xattr whose read fails (it used to be reported as a
     /// failed authentication). The errors are injected with strace (EIO on getdents64 of one
