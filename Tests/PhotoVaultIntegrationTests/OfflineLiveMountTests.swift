@@ -47,6 +47,35 @@ final class OfflineLiveMountTests: XCTestCase {
         sb.assertNoPlaintext(["streams", "in.bin", "other", "photovault-import"])
     }
 
+    /// `import -` through the mount syncs what it changed in directories, as offline does: the
+    /// directory its temp file was renamed in, and the parent of each directory it made. A
+    /// failed fsync there (EIO, injected with strace on that directory only) is one line and
+    /// exit 1, as offline, with the file in place. Neither was synced: "imported" could be
+    /// undone by a crash (the rename lost, the file back under its temp name).
+    func testStdinImportThroughTheMountSyncsTheDirectoriesItChanged() throws {
+        // scripts/deps.sh installs strace for the tests: its absence is a failure, not a skip.
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "strace is missing: run scripts/deps.sh test")
+        let sb = Sandbox("pv-live-stdin-sync")
+        sb.initStore()
+        let mp = sb.mount()
+        sb.ok("mkdir \(Sandbox.quote(mp))/streams")
+        func importFailingFsync(of dir: String, _ dest: String) -> Harness.Result {
+            sb.run("echo photo | /usr/bin/strace -f -o /dev/null -P \(Sandbox.quote(dir)) -e trace=fsync -e inject=fsync:error=EIO "
+                   + T.pvLine(sb, ["import", "-", dest]))
+        }
+        let renamed = importFailingFsync(of: mp + "/streams", "/streams/in.txt")
+        assertFailure(renamed, 1, "fsync the directory holding /streams/in.txt: Input/output error")
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(mp))/streams/in.txt"), "photo\n", "the rename took effect")
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))/streams"), "in.txt\n")
+        let made = importFailingFsync(of: mp, "/made/in.txt")
+        assertFailure(made, 1, "fsync the directory holding made: Input/output error")
+        // Without the fault both work.
+        XCTAssertEqual(sb.run("echo again | " + T.pvLine(sb, ["import", "-", "/made/sub/in.txt"])).status, 0)
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(mp))/made/sub/in.txt"), "again\n")
+        sb.unmount(mp)
+        XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
+    }
+
     /// Without --force an existing file is refused through the mount exactly as offline:
     /// exit 20 naming the first conflict in the offline order (sources as given, entries
     /// sorted), what comes before it copied, nothing after it, the existing file untouched.

@@ -10,7 +10,8 @@ extension MountRoute {
     /// if missing), which gets the class before its first byte (so its header is written
     /// with it), mode 0644 and fsync, and only then is renamed to DEST, without replacing
     /// anything unless `force` (RENAME_NOREPLACE): no half-written file ever has the real
-    /// name, and a concurrent creator is not overwritten. Returns the bytes copied.
+    /// name, and a concurrent creator is not overwritten. The directory is then fsync'ed, as
+    /// are the parents of those `makeDirectories` creates. Returns the bytes copied.
     static func stream(_ src: Int32, to mp: String, dest: VaultPath, class cls: ProtectionClass?, force: Bool) throws -> UInt64 {
         guard let name = dest.lastName else { throw StoreError.invalidArgument("the vault root has no entry of its own") }
         let display = dest.description
@@ -42,6 +43,9 @@ extension MountRoute {
         guard closed == 0 else { throw StoreError.posix("write \(display)") }
         try OfflineSys.rename(dirfd, tmp, dirfd, cname, replace: force, display: display)
         placed = true
+        // As offline: the rename lasts only once its directory is synced (FSYNCDIR, which
+        // the daemon passes to the ciphertext directory); a failure is reported, not ignored.
+        try AtomicFile.syncDirectory(dirfd, display)
         return bytes
     }
 

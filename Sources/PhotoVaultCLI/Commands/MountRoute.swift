@@ -23,13 +23,18 @@ enum MountRoute {
     /// Creates the missing directories of `vp`, mode 0700 as the offline import does (the
     /// mount gives each its parent's default class, as offline). An existing component must
     /// be a directory: the kernel would follow a symlink of the vault, which may point out
-    /// of it, and write plaintext there (the offline import refuses it the same way).
+    /// of it, and write plaintext there (the offline import refuses it the same way). Each
+    /// directory made here has its parent fsync'ed after it (a failure is thrown), as offline.
     static func makeDirectories(_ mp: String, _ vp: VaultPath) throws {
         var current = VaultPath.root
         for name in vp.components {
             current = current.appending(name)
             let p = path(mp, current)
-            if mkdir(p, 0o700) == 0 { continue }
+            if mkdir(p, 0o700) == 0 {
+                // The new entry lasts once its parent is synced (a crash could undo it).
+                try AtomicFile.syncParent(of: p)
+                continue
+            }
             guard errno == EEXIST else { throw StoreError.posix("mkdir \(current)") }
             var st = stat()
             guard lstat(p, &st) == 0, OfflineSys.isDirectory(st) else {
