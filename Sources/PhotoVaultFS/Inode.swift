@@ -317,9 +317,11 @@ final class ContentState: @unchecked Sendable {
         }
     }
 
+    /// Also after the key was wiped: what was written before the lock is in the backing
+    /// file already, and syncing it needs no key and shows nothing (refusing it with EACCES
+    /// told an app its save failed and left the data unsynced).
     func sync(dataOnly: Bool) throws {
         try rw.withWriteLock {
-            if keyWiped { throw FSError.locked }
             try file.sync(dataOnly: dataOnly)
         }
     }

@@ -203,4 +203,69 @@ final class LockStayTests: XCTestCase {
         XCTAssertEqual(read(mp + "/c.jpg").stdout, "complete data")
         s.unmount(mp)
     }
+
+    /// Data written to a `complete` file before the lock is in the store already (a write is
+    /// sealed and written before it is acknowledged): an fsync through a handle opened before
+    /// the lock syncs the ciphertext file (it needs no key) and reports what that fsync
+    /// reports. It was refused with EACCES, so an app saving a photo as the screen locked was
+    /// told its save failed and could not make it durable. Shown by an EIO injected on the
+    /// ciphertext file reaching the app (the fsync went to the store), then a plain fsync
+    /// succeeding; reads and writes through the handle are still refused.
+    func testFsyncAfterTheLockSyncsWhatWasWrittenBefore() throws {
+        let s = Sandbox("lock-stay-fsync")
+        s.initStore()
+        let fg = try ForegroundMount(sandbox: s, at: "mnt", extra: ["--on-lock", "stay"])
+        defer { fg.stop(s) }
+        XCTAssertTrue(fg.waitMounted(), fg.log)
+        let mp = fg.mountpoint
+        write("", mp + "/c.jpg")
+        XCTAssertEqual(ClassAttributeTests.setClass(mp + "/c.jpg", "complete").status, 0)
+        let tree = try FileManager.default.contentsOfDirectory(atPath: s.store + "/users")
+        XCTAssertEqual(tree.count, 1)
+        let treePath = s.store + "/users/" + tree[0]
+        let files = try FileManager.default.contentsOfDirectory(atPath: treePath).filter { !$0.hasPrefix(".") }
+        XCTAssertEqual(files.count, 1, "\(files)")
+        let ctl = s.root + "/holder"
+        try FileManager.default.createDirectory(atPath: ctl, withIntermediateDirectories: true)
+        let holder = try BackgroundProcess(["/usr/bin/python3", "-c", """
+            import os, sys, time, errno
+            d, path = sys.argv[1], sys.argv[2]
+            def step(name):
+                while not os.path.exists(d + "/" + name): time.sleep(0.02)
+            def attempt(name, f):
+                try: f(); r = "ok"
+                except OSError as e: r = errno.errorcode[e.errno]
+                open(d + "/" + name + ".tmp", "w").write(r)
+                os.rename(d + "/" + name + ".tmp", d + "/" + name)
+            fd = os.open(path, os.O_WRONLY)
+            os.write(fd, b"saved before the lock " * 5000)
+            open(d + "/written", "w").close()
+            step("go1"); attempt("fsync1", lambda: os.fsync(fd))
+            step("go2"); attempt("fsync2", lambda: os.fdatasync(fd))
+            attempt("write", lambda: os.pwrite(fd, b"W", 0))
+            os.close(fd)
+            """, ctl, mp + "/c.jpg"], output: ctl + "/log")
+        defer { holder.stop() }
+        XCTAssertTrue(Harness.waitUntil(10) { FileManager.default.fileExists(atPath: ctl + "/written") }, holder.output)
+        let lock = s.pv(["lock", mp])
+        XCTAssertEqual(lock.status, 0, lock.stderr)
+        XCTAssertEqual(MountProbe.state(s, mp), "locked")
+        func result(_ name: String) -> String? {
+            guard Harness.waitUntil(20, { FileManager.default.fileExists(atPath: ctl + "/" + name) }) else { return nil }
+            return try? String(contentsOfFile: ctl + "/" + name, encoding: .utf8)
+        }
+        let fault = try fg.injectFault(on: treePath + "/" + files[0], syscall: "fsync", error: "EIO")
+        FileManager.default.createFile(atPath: ctl + "/go1", contents: nil)
+        XCTAssertEqual(result("fsync1"), "EIO", "the fsync after the lock must reach the ciphertext file: \(holder.output)")
+        fault.terminate()
+        fault.waitUntilExit()
+        FileManager.default.createFile(atPath: ctl + "/go2", contents: nil)
+        XCTAssertEqual(result("fsync2"), "ok", holder.output)
+        XCTAssertEqual(result("write"), "EACCES", "writes stay refused after the lock")
+        XCTAssertNotNil(holder.wait(10))
+        let unlock = s.pv(["unlock", mp, "--user", "alice", "--passfile", s.passfile])
+        XCTAssertEqual(unlock.status, 0, unlock.stderr)
+        XCTAssertEqual(try String(contentsOfFile: mp + "/c.jpg", encoding: .utf8), String(repeating: "saved before the lock ", count: 5000))
+    }
+
 }
