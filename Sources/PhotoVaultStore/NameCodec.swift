@@ -38,6 +38,16 @@ public struct NameCodec: Sendable {
         longPrefix + Base64URL.encode(KeyedHash.hash(Array(full.utf8), outputLength: 32))
     }
 
+    /// Whether a long entry's companion holds what `encode` would store there: a full name
+    /// that hashes to the entry and is too long to be an entry itself. A name that fits an
+    /// entry is only ever stored as that entry, so a `~` entry carrying one is forged: it
+    /// would show a second, unrelated file under the name of an existing one (same
+    /// directory ID, so the SIV authenticates), and which of the two an export or a listing
+    /// kept would depend on the directory's order.
+    static func isCanonicalCompanion(_ full: String, of entry: String) -> Bool {
+        full.utf8.count > maxEntryLength && longEntry(for: full) == entry
+    }
+
     /// Store-internal files that are never shown: `.pvdir`, the root's mount lock, temp
     /// files, long-name companions.
     public static func isInternal(_ entry: String) -> Bool {
@@ -64,7 +74,7 @@ public struct NameCodec: Sendable {
                 throw StoreError.io(errno: e, context: "long-name companion \(companion): \(context)")
             }
             full = String(decoding: bytes, as: UTF8.self)
-            guard NameCodec.longEntry(for: full) == entry else {
+            guard NameCodec.isCanonicalCompanion(full, of: entry) else {
                 throw StoreError.integrity(path: entry, detail: "long-name companion does not match its entry")
             }
         }

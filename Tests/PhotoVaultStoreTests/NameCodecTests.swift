@@ -142,6 +142,29 @@ final class NameCodecTests: XCTestCase {
         XCTAssertIntegrityError(try codec.decode(entry: entry1, in: dirA, dirfd: fd))
     }
 
+    /// A `~` entry whose companion holds a name short enough to be an entry itself is never
+    /// written by `encode`: it is forged, and would show a second file under the name of an
+    /// existing one (the SIV still authenticates in this directory). Rejected.
+    func testLongEntryWhoseCompanionHoldsAShortNameIsRejected() throws {
+        let fd = openDir()
+        guard case .short(let short) = codec.encode(Array("a.jpg".utf8), in: dirA) else { return XCTFail("expected a short name") }
+        XCTAssertEqual(try codec.decode(entry: short, in: dirA, dirfd: fd), Array("a.jpg".utf8))
+        let forged = NameCodec.longEntry(for: short)
+        try AtomicFile.write(Array(short.utf8), in: fd, name: forged + NameCodec.companionSuffix)
+        let file = openat(fd, forged, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        XCTAssertGreaterThanOrEqual(file, 0)
+        close(file)
+        XCTAssertIntegrityError(try codec.decode(entry: forged, in: dirA, dirfd: fd))
+        // The longest short name (a 160-byte plaintext) is refused the same way.
+        guard case .short(let longest) = codec.encode([UInt8](repeating: 0x61, count: 160), in: dirA) else {
+            return XCTFail("a 160-byte name is short")
+        }
+        XCTAssertLessThanOrEqual(longest.utf8.count, NameCodec.maxEntryLength)
+        let forged2 = NameCodec.longEntry(for: longest)
+        try AtomicFile.write(Array(longest.utf8), in: fd, name: forged2 + NameCodec.companionSuffix)
+        XCTAssertIntegrityError(try codec.decode(entry: forged2, in: dirA, dirfd: fd))
+    }
+
     func testForeignAndConflictCopyNamesAreIntegrityErrors() throws {
         let fd = openDir()
         let good = codec.encode(Array("photo.jpg".utf8), in: dirA).entry

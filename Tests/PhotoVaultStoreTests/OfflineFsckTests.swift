@@ -170,6 +170,16 @@ final class OfflineFsckTests: XCTestCase {
                 try AtomicFile.write(Array("AAAA".utf8), in: e.parent.fd, name: e.encoded.companion!)
                 return ["longNameCompanionMismatch /docs/" + e.encoded.entry]
             }),
+            ("long entry forged for a short name", { t in
+                // A copy of b.jpg's ciphertext under a `~` entry whose companion names
+                // ok.jpg: the name authenticates, but encode never stores a short name so.
+                let e = try self.entry(t, "/photos/ok.jpg")
+                let other = try self.entry(t, "/photos/b.jpg")
+                let forged = NameCodec.longEntry(for: e.encoded.entry)
+                try AtomicFile.write(Array(e.encoded.entry.utf8), in: e.parent.fd, name: forged + NameCodec.companionSuffix)
+                XCTAssertEqual(linkat(other.parent.fd, other.encoded.entry, e.parent.fd, forged, 0), 0)
+                return ["longNameCompanionMismatch /photos/" + forged]
+            }),
             ("leftover temp file", { t in
                 let d = try VaultResolver(tree: t).directory(VaultPath("/photos"))
                 let fd = openat(d.fd, ".pvtmp-0011223344556677", O_WRONLY | O_CREAT, 0o600)

@@ -326,7 +326,7 @@ public final class Fsck {
                     return .failure(NameProblem(kind: .longNameCompanionMismatch, detail: "long-name companion is too large"))
                 }
                 full = String(decoding: bytes, as: UTF8.self)
-                guard NameCodec.longEntry(for: full) == e.name else {
+                guard NameCodec.isCanonicalCompanion(full, of: e.name) else {
                     return .failure(NameProblem(kind: .longNameCompanionMismatch, detail: "long-name companion does not match its entry"))
                 }
             }
