@@ -138,7 +138,10 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         var b = [UInt8](repeating: 0, count: FileHeader.size)
         let n = try b.withUnsafeMutableBytes { try FileIO.readFully(fd, $0.baseAddress!, FileHeader.size, offset: 0) }
         if n == 0 { return nil }   // header not written yet
-        return try FileHeader.parse(Array(b[0..<n])).protectionClass
+        // Authenticated while the class key is there; a locked class can only show the
+        // header's clear byte (FORMAT.md section 4).
+        do { return try FileHeader.authenticatedClass(Array(b[0..<n]), keyring: keyring) }
+        catch StoreError.locked { return try FileHeader.parse(Array(b[0..<n])).protectionClass }
     }
 
     func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8] {

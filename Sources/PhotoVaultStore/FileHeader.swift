@@ -93,7 +93,17 @@ public struct FileHeader: Sendable, Equatable {
         }
     }
 
-    /// Parses the clear fields only (no key needed): used by `class get` and fsck.
+    /// The class of a header, authenticated: the key slot is opened under that class's key
+    /// and the file key wiped at once, so a changed class byte (or any other byte) is an
+    /// integrity error rather than a class reported as the file's. `StoreError.locked` when
+    /// the class key is not available (a locked mount: the caller may fall back to `parse`).
+    public static func authenticatedClass(_ bytes: [UInt8], keyring: UserKeyring) throws -> ProtectionClass {
+        let (h, key) = try decode(bytes, keyring: keyring)
+        key.wipe()
+        return h.protectionClass
+    }
+
+    /// Parses the clear fields only (no key needed, nothing authenticated).
     public static func parse(_ bytes: [UInt8]) throws -> FileHeader {
         guard bytes.count >= size else { throw StoreError.integrity(path: "", detail: "header truncated") }
         guard Array(bytes[0..<4]) == magic else { throw StoreError.integrity(path: "", detail: "bad header magic") }

@@ -196,4 +196,36 @@ final class ClassAttributeTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: mp2 + "/big.jpg")), Data(plain))
         s.unmount(mp2)
     }
+
+    /// Byte 6 of a header changed underneath (a `complete` file made to say `none`): the
+    /// class attribute on the mount and `photovault class get` offline used to print `none`
+    /// (exit 0) for a file that fails authentication. Now: EIO, and exit 22 naming the file.
+    func testAClassByteChangedUnderneathIsNotShownAsTheClass() throws {
+        let s = Sandbox("class-forged")
+        s.initStore()
+        var mp = s.mount()
+        let size = 50_000 + 7
+        try Data(AccountFixtures.randomBytes(size)).write(to: URL(fileURLWithPath: mp + "/big.jpg"))
+        try Data("ok".utf8).write(to: URL(fileURLWithPath: mp + "/small.jpg"))
+        XCTAssertEqual(Self.getClass(mp + "/big.jpg"), "complete")
+        s.unmount(mp)
+        let path = try XCTUnwrap(Self.cipherFile(s.store, plaintextSize: size), "ciphertext of big.jpg not found")
+        let fd = open(path, O_RDWR)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        var b: UInt8 = 4   // none
+        XCTAssertEqual(pwrite(fd, &b, 1, 6), 1)
+        close(fd)
+
+        let off = s.pv(["class", "get", "/big.jpg", "--store", s.store, "--user", "alice", "--passfile", s.passfile])
+        XCTAssertEqual(off.status, 22, "stdout: \(off.stdout) stderr: \(off.stderr)")
+        XCTAssertFalse(off.stdout.contains("none"), off.stdout)
+        XCTAssertTrue(off.stderr.contains("/big.jpg"), off.stderr)
+
+        mp = s.mount(at: "again")
+        let r = Harness.run(["getfattr", "--only-values", "-n", Self.attr, mp + "/big.jpg"], timeout: 10)
+        XCTAssertNotEqual(r.status, 0, "class shown: \(r.stdout)")
+        XCTAssertTrue(r.stderr.contains("Input/output error"), r.stderr)
+        XCTAssertEqual(Self.getClass(mp + "/small.jpg"), "complete")
+        s.unmount(mp)
+    }
 }

@@ -56,6 +56,40 @@ final class OfflineClassTests: XCTestCase {
                        ["/album directory complete"])
     }
 
+    /// Byte 6 of a header is in the clear, but it is the file's class only if the header
+    /// authenticates: `get` and `list` used to print a class an attacker wrote there (a
+    /// `complete` file shown as `none`, exit 0) for a file no command can open.
+    func testAClassByteChangedOnDiskIsAnIntegrityErrorNotAClass() throws {
+        let (tree, scratch) = try OfflineFixture.makeTree(self)
+        OfflineFixture.mkdirs(scratch + "/album")
+        OfflineFixture.write(scratch + "/album/a.jpg", SecureRandom.bytes(10_000))
+        OfflineFixture.write(scratch + "/album/b.jpg", SecureRandom.bytes(10))
+        try Importer(tree: tree).import(sources: [scratch + "/album"], into: "/")
+        let tool = ClassTool(tree: tree)
+        try tool.set("/album/b.jpg", to: .none)
+        let e = try VaultResolver(tree: tree).entry(VaultPath("/album/a.jpg"))
+        let fd = openat(e.parent.fd, e.encoded.entry, O_RDWR)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        for forged in [ProtectionClass.none, .untilFirstAuth, .completeUnlessOpen] {
+            var b = forged.rawValue
+            XCTAssertEqual(pwrite(fd, &b, 1, 6), 1)
+            XCTAssertIntegrityError(try tool.get("/album/a.jpg"), forged.name)
+            XCTAssertIntegrityError(try tool.list("/album"), forged.name)
+        }
+        var b = ProtectionClass.complete.rawValue
+        XCTAssertEqual(pwrite(fd, &b, 1, 6), 1)
+        XCTAssertEqual(try tool.get("/album/a.jpg").protectionClass, .complete)
+        // The other file's real class is untouched by the check.
+        XCTAssertEqual(try tool.list("/album").map { $0.protectionClass?.name }, ["complete", "none"])
+        // A changed key slot byte with the class byte intact is caught too.
+        var slot: UInt8 = 0
+        XCTAssertEqual(pread(fd, &slot, 1, 60), 1)
+        slot ^= 1
+        XCTAssertEqual(pwrite(fd, &slot, 1, 60), 1)
+        XCTAssertIntegrityError(try tool.get("/album/a.jpg"))
+    }
+
     func testDirectoryDefaultClassAppliesToNewFilesAndDirectoriesOnly() throws {
         let (tree, scratch) = try OfflineFixture.makeTree(self)
         OfflineFixture.mkdirs(scratch + "/in/sub")

@@ -3,7 +3,8 @@ import PhotoVaultCrypto
 
 /// Protection classes without a mount (`photovault class get|set|list`).
 ///
-/// * A file's class is byte 6 of its header (`FileHeader.parse`: no key needed to read it).
+/// * A file's class is byte 6 of its header, reported only once the header authenticates
+///   (`FileHeader.authenticatedClass`): a changed byte is an integrity error, not a class.
 ///   Setting it rewraps only the file key (`ContentFile.setProtectionClass`: one 128-byte
 ///   write at offset 0 and fsync); no chunk changes, the inode and hard links stay, and
 ///   the file's atime and mtime are put back (a class change is not a content change).
@@ -112,8 +113,8 @@ public struct ClassTool {
         var b = [UInt8](repeating: 0, count: FileHeader.size)
         let n = try b.withUnsafeMutableBytes { try FileIO.readFully(fd, $0.baseAddress!, FileHeader.size, offset: 0) }
         do {
-            let h = try FileHeader.parse(Array(b[0..<n]))
-            return Info(path: display, kind: .file, protectionClass: h.protectionClass, pending: false)
+            let cls = try FileHeader.authenticatedClass(Array(b[0..<n]), keyring: tree.keyring)
+            return Info(path: display, kind: .file, protectionClass: cls, pending: false)
         } catch StoreError.integrity(_, let d) {
             throw StoreError.integrity(path: display, detail: d)
         }
