@@ -467,6 +467,53 @@ final class OfflineFsckTests: XCTestCase {
         XCTAssertEqual(kinds(try Fsck(tree: tree).run()), ["xattrDamaged /docs/short.txt"])
     }
 
+    /// A header copied onto a file with no chunks yet is not caught by any chunk: what is
+    /// written into that file later is sealed under the other file's key and ID, and a chunk
+    /// moved between the two then authenticates. fsck used to call such a tree clean; it now
+    /// names the second file of an ID (not repaired: which one is the copy cannot be told).
+    /// Hard links (one inode) share an ID legitimately and are not reported.
+    func testAHeaderCopiedOntoAnEmptyFileIsFoundByItsSharedFileID() throws {
+        let (tree, _, contents) = try buildTree()
+        let a = try entry(tree, "/photos/ok.jpg")
+        let e = try entry(tree, "/photos/deep/e.jpg")   // 0 bytes: no header, no chunk
+        // A hard link of ok.jpg elsewhere has its ID too, legitimately: still clean.
+        let docs = try VaultResolver(tree: tree).directory(VaultPath("/docs"))
+        XCTAssertEqual(linkat(a.parent.fd, a.encoded.entry, docs.fd, tree.names.encode(Array("hard.jpg".utf8), in: docs.info).entry, 0), 0)
+        XCTAssertEqual(kinds(try Fsck(tree: tree).run()), [])
+        let header = Array(try FileIO.readFile(in: a.parent.fd, name: a.encoded.entry, limit: 1 << 24)[0..<FileHeader.size])
+        let fd = openat(e.parent.fd, e.encoded.entry, O_RDWR)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        try FileIO.writeAll(fd, header, offset: 0)
+        // The owner later writes into the file, as through the mount.
+        let later = SecureRandom.bytes(3 * tree.layout.chunkSize)
+        let f = try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring)
+        XCTAssertEqual(try later.withUnsafeBytes { try f.write(from: $0.baseAddress!, count: later.count, offset: 0) }, later.count)
+        f.close()
+        // Chunk 1 of e.jpg moved into ok.jpg authenticates: no chunk check can see it.
+        let sealed = try FileIO.readFile(in: e.parent.fd, name: e.encoded.entry, limit: 1 << 24)
+        let at = Int(tree.layout.sealedOffset(ofChunk: 1))
+        let chunk = Array(sealed[at..<(at + tree.layout.sealedChunkSize)])
+        let afd = openat(a.parent.fd, a.encoded.entry, O_RDWR)
+        try FileIO.writeAll(afd, chunk, offset: Int64(at))
+        close(afd)
+        let cs = tree.layout.chunkSize
+        let rfd = openat(a.parent.fd, a.encoded.entry, O_RDONLY)
+        let reader = try ContentFile(fd: rfd, layout: tree.layout, keyring: tree.keyring)
+        var got = [UInt8](repeating: 0, count: cs)
+        XCTAssertEqual(try got.withUnsafeMutableBytes { try reader.read(into: $0.baseAddress!, count: cs, offset: UInt64(cs)) }, cs)
+        reader.close()
+        XCTAssertEqual(got, Array(later[cs..<(2 * cs)]), "the moved chunk is read as ok.jpg's")
+        XCTAssertNotEqual(Array(contents["/photos/ok.jpg"]![cs...]), Array(later[cs..<(2 * cs)]))
+        let s = try Fsck(tree: tree).run(repair: true)
+        let found = kinds(s)
+        // The file met second in directory order: e.jpg, or both names of ok.jpg's inode.
+        XCTAssertTrue(found == ["fileIDShared /photos/deep/e.jpg"]
+                      || found == ["fileIDShared /docs/hard.jpg", "fileIDShared /photos/ok.jpg"], "\(found)")
+        XCTAssertTrue(s.problems.first?.detail.contains("has the file ID of /photos/") == true, "\(s.problems)")
+        XCTAssertEqual(s.actions, [])
+        XCTAssertEqual(kinds(try Fsck(tree: tree).run()), found)
+    }
+
     /// A `/lost+found` that is not a directory (a file of the user's by that name) is checked
     /// like any other file, and repair moves damage into `/lost+found.1` instead of stopping.
     func testRepairUsesAnotherNameWhenLostAndFoundIsNotADirectory() throws {

@@ -160,6 +160,9 @@ public final class Fsck {
         /// Why /lost+found could not be created or opened, once it failed: every entry repair
         /// would move is then reported `repairFailed` with it and left in place.
         var lostAndFoundOpenFailure: Error?
+        /// File ID of every header read so far, with its inode and path: two inodes with one
+        /// ID are a copied header (`fileIDShared`).
+        var fileIDs: [[UInt8]: (dev: UInt64, ino: UInt64, path: String)] = [:]
 
         init(tree: UserTree, repair: Bool, progress: @escaping (ProgressEvent) -> Void) {
             self.tree = tree
@@ -405,6 +408,14 @@ public final class Fsck {
                 return true
             }
             defer { content.close() }
+            if let id = content.header?.fileID {
+                if let first = fileIDs[id], first.dev != UInt64(st.st_dev) || first.ino != UInt64(st.st_ino) {
+                    report(display, storePath, .fileIDShared,
+                           "has the file ID of \(first.path), another file: a header copied from it, so chunks can be moved between the two undetected")
+                } else if fileIDs[id] == nil {
+                    fileIDs[id] = (UInt64(st.st_dev), UInt64(st.st_ino), display)
+                }
+            }
             let size: UInt64
             do { size = try content.size() }
             catch {

@@ -26,6 +26,11 @@ public struct FsckProblem: Equatable, Sendable, CustomStringConvertible {
         case contentTruncated
         /// One or more chunks fail authentication.
         case chunkDamaged
+        /// A header whose file ID another file (another inode, not a hard link) also has: a
+        /// header copied onto a file that had no chunks yet, so that both files' chunks open
+        /// under the same key and ID and can be moved between them undetected. Which of the
+        /// two is the copy cannot be told: reported on the one met second, not repaired.
+        case fileIDShared
         /// A symlink target that is not PhotoVault data or fails authentication.
         case symlinkDamaged
         /// A `user.pv.*` extended attribute whose name or value fails authentication.
