@@ -97,7 +97,7 @@ final class LockStayTests: XCTestCase {
         XCTAssertEqual(ls, ["copy.jpg", "held.jpg", "new.jpg", "old.jpg"])
 
         // Through the handles opened before the lock.
-        FileManager.default.createFile(atPath: ctl + "/go", contents: nil)
+        XCTAssertTrue(FileManager.default.createFile(atPath: ctl + "/go", contents: nil))
         XCTAssertTrue(Harness.waitUntil(20) { FileManager.default.fileExists(atPath: ctl + "/result.json") }, holder.output)
         let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: ctl + "/result.json")))
                                  as? [String: [String: String]])
@@ -108,7 +108,7 @@ final class LockStayTests: XCTestCase {
         XCTAssertEqual(json["held.jpg"]?["read"], "held open data", "complete-unless-open handle must keep working")
         XCTAssertEqual(json["held.jpg"]?["write"], "ok")
         XCTAssertEqual(json["held.jpg"]?["fsync"], "ok")
-        FileManager.default.createFile(atPath: ctl + "/close", contents: nil)
+        XCTAssertTrue(FileManager.default.createFile(atPath: ctl + "/close", contents: nil))
         XCTAssertNotNil(holder.wait(10))
         // Closed now: the complete-unless-open file cannot be reopened.
         XCTAssertNotEqual(read(mp + "/open/held.jpg").status, 0)
@@ -255,11 +255,11 @@ final class LockStayTests: XCTestCase {
             return try? String(contentsOfFile: ctl + "/" + name, encoding: .utf8)
         }
         let fault = try fg.injectFault(on: treePath + "/" + files[0], syscall: "fsync", error: "EIO")
-        FileManager.default.createFile(atPath: ctl + "/go1", contents: nil)
+        XCTAssertTrue(FileManager.default.createFile(atPath: ctl + "/go1", contents: nil))
         XCTAssertEqual(result("fsync1"), "EIO", "the fsync after the lock must reach the ciphertext file: \(holder.output)")
         fault.terminate()
         fault.waitUntilExit()
-        FileManager.default.createFile(atPath: ctl + "/go2", contents: nil)
+        XCTAssertTrue(FileManager.default.createFile(atPath: ctl + "/go2", contents: nil))
         XCTAssertEqual(result("fsync2"), "ok", holder.output)
         XCTAssertEqual(result("write"), "EACCES", "writes stay refused after the lock")
         XCTAssertNotNil(holder.wait(10))
