@@ -69,12 +69,13 @@ protocol TreeBackend: AnyObject, Sendable {
     func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8]
     func openLinkTarget(_ sealed: [UInt8]) throws -> [UInt8]
 
-    /// Extended attributes: nil means the namespace is not supported (EOPNOTSUPP).
-    func sealXattrName(_ plain: String) throws -> String
+    /// Extended attributes, names as the bytes the kernel passes (any but NUL, not always
+    /// UTF-8: two names must never become one). Throws for a namespace not supported.
+    func sealXattrName(_ plain: [UInt8]) throws -> [UInt8]
     /// nil: not one of ours (hidden from listxattr).
-    func openXattrName(_ backing: String) -> String?
-    func sealXattrValue(_ plain: [UInt8], name: String) throws -> [UInt8]
-    func openXattrValue(_ sealed: [UInt8], name: String) throws -> [UInt8]
+    func openXattrName(_ backing: [UInt8]) -> [UInt8]?
+    func sealXattrValue(_ plain: [UInt8], name: [UInt8]) throws -> [UInt8]
+    func openXattrValue(_ sealed: [UInt8], name: [UInt8]) throws -> [UInt8]
 
     /// Whether the keys of class `cls` are available for opening files right now.
     func canOpen(_ cls: ProtectionClass) -> Bool

@@ -154,22 +154,27 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
 
     /// Only the `user.` namespace is stored (sealed); security., trusted. and system. (ACLs)
     /// would need the kernel to read them in the clear.
-    func sealXattrName(_ plain: String) throws -> String {
-        guard plain.hasPrefix("user.") else { throw FSError.notSupported }
-        return tree.xattrs.storedName(Array(plain.utf8))
+    func sealXattrName(_ plain: [UInt8]) throws -> [UInt8] {
+        guard plain.starts(with: Self.userNamespace) else { throw FSError.notSupported }
+        return Array(tree.xattrs.storedName(plain).utf8)
     }
 
-    func openXattrName(_ backing: String) -> String? {
-        tree.xattrs.plainName(backing).map { String(decoding: $0, as: UTF8.self) }
+    func openXattrName(_ backing: [UInt8]) -> [UInt8]? {
+        // Stored names are ASCII (user.pv. + base64url): anything else is not one of ours.
+        guard backing.allSatisfy({ $0 < 0x80 }) else { return nil }
+        return tree.xattrs.plainName(Self.stored(backing))
     }
 
-    func sealXattrValue(_ plain: [UInt8], name: String) throws -> [UInt8] {
-        tree.xattrs.sealValue(plain, storedName: try sealXattrName(name))
+    func sealXattrValue(_ plain: [UInt8], name: [UInt8]) throws -> [UInt8] {
+        tree.xattrs.sealValue(plain, storedName: Self.stored(try sealXattrName(name)))
     }
 
-    func openXattrValue(_ sealed: [UInt8], name: String) throws -> [UInt8] {
-        try tree.xattrs.openValue(sealed, storedName: try sealXattrName(name))
+    func openXattrValue(_ sealed: [UInt8], name: [UInt8]) throws -> [UInt8] {
+        try tree.xattrs.openValue(sealed, storedName: Self.stored(try sealXattrName(name)))
     }
+
+    private static let userNamespace = Array("user.".utf8)
+    private static func stored(_ b: [UInt8]) -> String { String(decoding: b, as: UTF8.self) }
 
     func canOpen(_ cls: ProtectionClass) -> Bool { keyring.canOpen(cls) }
     func lock() { keyring.lock() }

@@ -35,10 +35,10 @@ final class PlainBackend: TreeBackend, @unchecked Sendable {
     func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8] { plain }
     func openLinkTarget(_ sealed: [UInt8]) throws -> [UInt8] { sealed }
 
-    func sealXattrName(_ plain: String) throws -> String { plain }
-    func openXattrName(_ backing: String) -> String? { backing }
-    func sealXattrValue(_ plain: [UInt8], name: String) throws -> [UInt8] { plain }
-    func openXattrValue(_ sealed: [UInt8], name: String) throws -> [UInt8] { sealed }
+    func sealXattrName(_ plain: [UInt8]) throws -> [UInt8] { plain }
+    func openXattrName(_ backing: [UInt8]) -> [UInt8]? { backing }
+    func sealXattrValue(_ plain: [UInt8], name: [UInt8]) throws -> [UInt8] { plain }
+    func openXattrValue(_ sealed: [UInt8], name: [UInt8]) throws -> [UInt8] { sealed }
 
     func canOpen(_ cls: ProtectionClass) -> Bool { true }
     func lock() {}

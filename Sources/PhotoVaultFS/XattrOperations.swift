@@ -18,6 +18,11 @@ extension VaultFileSystem {
     static let robotAttributes = ["user.xdg.robots.index", "user.xdg.robots.backup"]
     static let robotValue = "false"
 
+    /// The virtual attribute `name` (as the kernel passed it) is, if it is one of `node`'s.
+    func virtualName(_ node: Inode, _ name: [UInt8]) -> String? {
+        virtualNames(node).first { Array($0.utf8) == name }
+    }
+
     func virtualNames(_ node: Inode) -> [String] {
         guard backend is PlainBackend == false else { return [] }
         if node.isDirectory { return [Self.classAttribute] + Self.robotAttributes }
@@ -26,8 +31,8 @@ extension VaultFileSystem {
     }
 
     /// nil: not a virtual attribute of this node.
-    func virtualGet(_ node: Inode, _ name: String) throws -> [UInt8]? {
-        guard virtualNames(node).contains(name) else { return nil }
+    func virtualGet(_ node: Inode, _ raw: [UInt8]) throws -> [UInt8]? {
+        guard let name = virtualName(node, raw) else { return nil }
         if Self.robotAttributes.contains(name) { return Array(Self.robotValue.utf8) }
         if node.isDirectory {
             return Array((backend.defaultClass(in: try naming(of: node)) ?? .default).name.utf8)
@@ -45,8 +50,8 @@ extension VaultFileSystem {
     }
 
     /// false: not a virtual attribute of this node.
-    func virtualSet(_ node: Inode, _ name: String, _ value: [UInt8], flags: Int32) throws -> Bool {
-        guard virtualNames(node).contains(name) else { return false }
+    func virtualSet(_ node: Inode, _ raw: [UInt8], _ value: [UInt8], flags: Int32) throws -> Bool {
+        guard let name = virtualName(node, raw) else { return false }
         // A virtual attribute always exists, so XATTR_CREATE can never succeed.
         if flags & Int32(XATTR_CREATE) != 0 { throw FSError.exists }
         var text = String(decoding: value, as: UTF8.self)
@@ -79,7 +84,7 @@ extension VaultFileSystem {
     }
 
     func getxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ cname: UnsafePointer<CChar>?, _ size: Int) {
-        let name = cname.map { String(cString: $0) } ?? ""
+        let name = Self.bytes(cname)
         do {
             let node = try table.require(ino)
             let value: [UInt8]
@@ -97,13 +102,13 @@ extension VaultFileSystem {
                 value.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), value.count) }
             }
         } catch {
-            fail(req, error, "getxattr \(table.path(of: ino)) \(name)")
+            fail(req, error, "getxattr \(table.path(of: ino)) \(Self.shown(name))")
         }
     }
 
     func setxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ cname: UnsafePointer<CChar>?,
                   _ cvalue: UnsafePointer<CChar>?, _ size: Int, _ flags: Int32) {
-        let name = cname.map { String(cString: $0) } ?? ""
+        let name = Self.bytes(cname)
         do {
             let node = try table.require(ino)
             let value = cvalue.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
@@ -113,23 +118,23 @@ extension VaultFileSystem {
             }
             let bname = try backend.sealXattrName(name)
             let sealed = try backend.sealXattrValue(value, name: name)
-            let rc = sealed.withUnsafeBytes { CFuse.setxattr(Syscall.procPath(node.fd), bname, $0.baseAddress, sealed.count, flags) }
+            let rc = sealed.withUnsafeBytes { CFuse.setxattr(Syscall.procPath(node.fd), Self.cName(bname), $0.baseAddress, sealed.count, flags) }
             guard rc == 0 else { throw FSError.last() }
             fuse_reply_err(req, 0)
         } catch {
-            fail(req, error, "setxattr \(table.path(of: ino)) \(name)")
+            fail(req, error, "setxattr \(table.path(of: ino)) \(Self.shown(name))")
         }
     }
 
     func listxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int) {
         do {
             let node = try table.require(ino)
-            var names = virtualNames(node)
+            var names = virtualNames(node).map { Array($0.utf8) }
             for b in try Self.listXattrs(node.fd) {
                 if let plain = backend.openXattrName(b) { names.append(plain) }
             }
             var out: [UInt8] = []
-            for n in names { out += Array(n.utf8) + [0] }
+            for n in names { out += n + [0] }
             if size == 0 {
                 fuse_reply_xattr(req, out.count)
             } else if out.count > size {
@@ -143,24 +148,31 @@ extension VaultFileSystem {
     }
 
     func removexattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
-        let name = cname.map { String(cString: $0) } ?? ""
+        let name = Self.bytes(cname)
         do {
             let node = try table.require(ino)
             // Nothing to remove: the value is derived again on the next read (see above).
-            if virtualNames(node).contains(name) {
+            if virtualName(node, name) != nil {
                 fuse_reply_err(req, 0)
                 return
             }
             let bname = try backend.sealXattrName(name)
-            guard CFuse.removexattr(Syscall.procPath(node.fd), bname) == 0 else { throw FSError.last() }
+            guard CFuse.removexattr(Syscall.procPath(node.fd), Self.cName(bname)) == 0 else { throw FSError.last() }
             fuse_reply_err(req, 0)
         } catch {
-            fail(req, error, "removexattr \(table.path(of: ino)) \(name)")
+            fail(req, error, "removexattr \(table.path(of: ino)) \(Self.shown(name))")
         }
     }
 
-    static func readXattr(_ fd: Int32, _ name: String) throws -> [UInt8] {
+    /// An attribute name for a log line.
+    static func shown(_ name: [UInt8]) -> String { String(decoding: name, as: UTF8.self) }
+
+    /// A name's bytes as a C string.
+    static func cName(_ name: [UInt8]) -> [CChar] { name.map { CChar(bitPattern: $0) } + [0] }
+
+    static func readXattr(_ fd: Int32, _ raw: [UInt8]) throws -> [UInt8] {
         let path = Syscall.procPath(fd)
+        let name = cName(raw)
         while true {
             let n = CFuse.getxattr(path, name, nil, 0)
             guard n >= 0 else { throw FSError.last() }
@@ -172,7 +184,7 @@ extension VaultFileSystem {
         }
     }
 
-    static func listXattrs(_ fd: Int32) throws -> [String] {
+    static func listXattrs(_ fd: Int32) throws -> [[UInt8]] {
         let path = Syscall.procPath(fd)
         while true {
             let n = CFuse.listxattr(path, nil, 0)
@@ -182,7 +194,7 @@ extension VaultFileSystem {
             let m = buf.withUnsafeMutableBufferPointer { CFuse.listxattr(path, $0.baseAddress, $0.count) }
             if m < 0 && errno == ERANGE { continue }
             guard m >= 0 else { throw FSError.last() }
-            return buf[0..<m].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+            return buf[0..<m].split(separator: 0).map { $0.map { UInt8(bitPattern: $0) } }
         }
     }
 }

@@ -33,7 +33,8 @@ final class MountXattrCopyTests: XCTestCase {
     /// `path user.name=0x...` for every user xattr of every entry under `dir` (the root
     /// included, symlinks not followed), sorted; the virtual attributes left out unless asked.
     static func xattrs(_ sb: Sandbox, _ dir: String, includingVirtual: Bool = false) -> String {
-        let filter = includingVirtual ? "cat" : "grep -v -E '\(virtualPattern)'"
+        // C locale: a name that is not UTF-8 would make grep call the whole listing binary.
+        let filter = includingVirtual ? "cat" : "LC_ALL=C grep -v -E '\(virtualPattern)'"
         return sb.ok("""
         set -o pipefail
         cd \(Sandbox.quote(dir)) && find . -print0 | LC_ALL=C sort -z | while IFS= read -r -d '' f; do
@@ -102,6 +103,52 @@ final class MountXattrCopyTests: XCTestCase {
 
         sb.unmount(mp)
         sb.assertNoPlaintext([tag, "XATTR-COMMENT", "XATTR-DIR", "XATTR-ROOT", "Ürlaub", "example.invalid", "user.rating"])
+    }
+
+    /// Attribute names are bytes, as file names are: two names that are not valid UTF-8
+    /// stay two attributes and come back byte for byte (they were once both turned into
+    /// "user.\u{FFFD}", the second value silently replacing the first).
+    func testXattrNamesThatAreNotUTF8StayDistinctThroughRsync() {
+        let sb = Sandbox("pv-xbytes")
+        sb.initStore()
+        var mp = sb.mount()
+        let src = sb.plainDir("src"), out = sb.plainDir("out")
+        let q = Sandbox.quote(mp), qsrc = Sandbox.quote(src), qout = Sandbox.quote(out)
+        sb.ok("""
+        set -e
+        head -c 5000 /dev/urandom > \(qsrc)/photo.jpg
+        setfattr -n $'user.\\xff' -v first-value \(qsrc)/photo.jpg
+        setfattr -n $'user.\\xfe' -v second-value \(qsrc)/photo.jpg
+        setfattr -n $'user.caf\\xe9' -v latin1-name \(qsrc)/photo.jpg
+        setfattr -n user.café -v utf8-name \(qsrc)/photo.jpg
+        """)
+        let expected = Self.xattrs(sb, src)
+        XCTAssertEqual(expected.split(separator: "\n").count, 4, expected)
+
+        let into = sb.run("rsync -aX \(qsrc)/ \(q)/in/")
+        XCTAssertEqual(into.status, 0, into.stderr)
+        XCTAssertEqual(Self.xattrs(sb, mp + "/in"), expected)
+        XCTAssertEqual(sb.ok("getfattr --only-values -n $'user.\\xff' \(q)/in/photo.jpg"), "first-value")
+        XCTAssertEqual(sb.ok("getfattr --only-values -n $'user.\\xfe' \(q)/in/photo.jpg"), "second-value")
+        // Nothing left to send on a second run (a name that came back different would be).
+        let noop = sb.run("rsync -aXi --filter='-x user.photovault.class' --filter='-x user.xdg.robots.*' \(qsrc)/ \(q)/in/")
+        XCTAssertEqual(noop.status, 0, noop.stderr)
+        XCTAssertEqual(noop.stdout, "")
+        // Removing one leaves the other.
+        sb.ok("setfattr -x $'user.\\xff' \(q)/in/photo.jpg")
+        XCTAssertEqual(sb.run("getfattr -n $'user.\\xff' \(q)/in/photo.jpg").status, 1)
+        XCTAssertEqual(sb.ok("getfattr --only-values -n $'user.\\xfe' \(q)/in/photo.jpg"), "second-value")
+        sb.ok("setfattr -n $'user.\\xff' -v first-value \(q)/in/photo.jpg")
+
+        // Stored as written: the same after a remount, and rsync out gives the source back.
+        sb.unmount(mp)
+        mp = sb.mount()
+        XCTAssertEqual(Self.xattrs(sb, mp + "/in"), expected)
+        let back = sb.run("rsync -aX \(q)/in/ \(qout)/")
+        XCTAssertEqual(back.status, 0, back.stderr)
+        XCTAssertEqual(Self.xattrs(sb, out), expected)
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["first-value", "second-value", "latin1-name", "utf8-name"])
     }
 
     func testCpAndTarPreserveXattrsThroughTheMount() {
