@@ -108,20 +108,26 @@ final class MountXattrCopyTests: XCTestCase {
     /// Attribute names are bytes, as file names are: two names that are not valid UTF-8
     /// stay two attributes and come back byte for byte (they were once both turned into
     /// "user.\u{FFFD}", the second value silently replacing the first).
+    /// A photo with three attributes whose names are not UTF-8 (two differ in one byte).
+    static func makePhotoWithNamesNotUTF8(_ sb: Sandbox, _ path: String) {
+        let f = Sandbox.quote(path)
+        sb.ok("""
+        set -e
+        head -c 5000 /dev/urandom > \(f)
+        setfattr -n $'user.\\xff' -v first-value \(f)
+        setfattr -n $'user.\\xfe' -v second-value \(f)
+        setfattr -n $'user.caf\\xe9' -v latin1-name \(f)
+        """)
+    }
+
     func testXattrNamesThatAreNotUTF8StayDistinctThroughRsync() {
         let sb = Sandbox("pv-xbytes")
         sb.initStore()
         var mp = sb.mount()
         let src = sb.plainDir("src"), out = sb.plainDir("out")
         let q = Sandbox.quote(mp), qsrc = Sandbox.quote(src), qout = Sandbox.quote(out)
-        sb.ok("""
-        set -e
-        head -c 5000 /dev/urandom > \(qsrc)/photo.jpg
-        setfattr -n $'user.\\xff' -v first-value \(qsrc)/photo.jpg
-        setfattr -n $'user.\\xfe' -v second-value \(qsrc)/photo.jpg
-        setfattr -n $'user.caf\\xe9' -v latin1-name \(qsrc)/photo.jpg
-        setfattr -n user.café -v utf8-name \(qsrc)/photo.jpg
-        """)
+        Self.makePhotoWithNamesNotUTF8(sb, src + "/photo.jpg")
+        sb.ok("setfattr -n user.café -v utf8-name \(qsrc)/photo.jpg")
         let expected = Self.xattrs(sb, src)
         XCTAssertEqual(expected.split(separator: "\n").count, 4, expected)
 

@@ -89,6 +89,36 @@ final class OfflineCommandTests: XCTestCase {
         sb.assertNoPlaintext(["private notes", "IMG_0001", "big.bin", "albums"])
     }
 
+    /// Attribute names are bytes: `import` stopped at a file with a name that is not UTF-8
+    /// (it asked for the name decoded, U+FFFD, which the file does not have: ENODATA), an
+    /// import through the live mount skipped such attributes without a word, and `export`
+    /// would have written them under the U+FFFD name, two of them as one.
+    func testImportAndExportKeepXattrNamesThatAreNotUTF8() {
+        let sb = Sandbox("pv-offline-xbytes")
+        sb.initStore()
+        let src = sb.plainDir("src"), out = sb.plainDir("out")
+        MountXattrCopyTests.makePhotoWithNamesNotUTF8(sb, src + "/photo.jpg")
+        let expected = MountXattrCopyTests.xattrs(sb, src)
+        XCTAssertEqual(expected.split(separator: "\n").count, 3, expected)
+
+        let imp = Self.pv(sb, ["import", src + "/photo.jpg", "/offline"])
+        XCTAssertEqual(imp.status, 0, imp.stderr)
+        let exp = Self.pv(sb, ["export", "/offline/photo.jpg", out])
+        XCTAssertEqual(exp.status, 0, exp.stderr)
+        XCTAssertEqual(MountXattrCopyTests.xattrs(sb, out), expected)
+        XCTAssertEqual(sb.ok("getfattr --only-values -n $'user.\\xff' \(Sandbox.quote(out))/photo.jpg"), "first-value")
+
+        // On the mount, and imported through it (import --class goes through a live mount).
+        let mp = sb.mount()
+        XCTAssertEqual(MountXattrCopyTests.xattrs(sb, mp + "/offline"), expected)
+        let live = Self.pv(sb, ["import", "--class", "none", src + "/photo.jpg", "/live"])
+        XCTAssertEqual(live.status, 0, live.stderr)
+        XCTAssertTrue(live.stderr.contains("through the live mount"), live.stderr)
+        XCTAssertEqual(MountXattrCopyTests.xattrs(sb, mp + "/live"), expected)
+        sb.unmount(mp)
+        sb.assertNoPlaintext(["first-value", "second-value", "latin1-name"])
+    }
+
     /// Export onto a full device: exit 19 with one line naming the destination (not the
     /// store, which export never writes), no temp file left behind, earlier files intact.
     func testExportOntoAFullDeviceNamesTheDestination() throws {

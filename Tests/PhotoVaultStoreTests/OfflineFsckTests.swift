@@ -196,7 +196,7 @@ final class OfflineFsckTests: XCTestCase {
                 let e = try self.entry(t, "/docs/short.txt")
                 let fd = openat(e.parent.fd, e.encoded.entry, O_RDONLY)
                 defer { close(fd) }
-                let stored = try XCTUnwrap(try OfflineXattr.names(fd).first { $0.hasPrefix(XattrCodec.storedPrefix) })
+                let stored = try XCTUnwrap(try OfflineXattr.storedNames(fd).first { $0.hasPrefix(XattrCodec.storedPrefix) })
                 var v = try OfflineXattr.get(fd, stored)
                 v[v.count - 1] ^= 1
                 try OfflineXattr.set(fd, stored, v)
@@ -456,7 +456,7 @@ final class OfflineFsckTests: XCTestCase {
         let (tree, _, _) = try buildTree()
         let e = try entry(tree, "/docs/short.txt")
         let fd = openat(e.parent.fd, e.encoded.entry, O_RDONLY)
-        let stored = try XCTUnwrap(try OfflineXattr.names(fd).first { $0.hasPrefix(XattrCodec.storedPrefix) })
+        let stored = try XCTUnwrap(try OfflineXattr.storedNames(fd).first { $0.hasPrefix(XattrCodec.storedPrefix) })
         var v = try OfflineXattr.get(fd, stored)
         v[0] ^= 1
         try OfflineXattr.set(fd, stored, v)

@@ -106,7 +106,7 @@ enum OfflineFixture {
         guard fd >= 0 else { return [:] }   // symlinks: none
         defer { close(fd) }
         var out: [String: [UInt8]] = [:]
-        for n in (try? OfflineXattr.names(fd)) ?? [] { out[n] = try? OfflineXattr.get(fd, n) }
+        for n in (try? OfflineXattr.storedNames(fd)) ?? [] { out[n] = try? OfflineXattr.get(fd, n) }
         return out
     }
 
@@ -616,7 +616,7 @@ final class OfflineImportExportTests: XCTestCase {
         XCTAssertTrue(try Fsck(tree: tree).run().isClean)
         // Finished, a directory carries no xattr but sealed ones (no marker left).
         let sub = try VaultResolver(tree: tree).directory(VaultPath("/v/album/sub"))
-        XCTAssertEqual(try withExtendedLifetime(sub) { try OfflineXattr.names(sub.fd) }.filter { !$0.hasPrefix(XattrCodec.storedPrefix) }, [])
+        XCTAssertEqual(try withExtendedLifetime(sub) { try OfflineXattr.storedNames(sub.fd) }.filter { !$0.hasPrefix(XattrCodec.storedPrefix) }, [])
     }
 
     /// The same for export: a damaged file stops it inside local directories it made; they

@@ -194,9 +194,9 @@ extension MountRoute {
             var value: [UInt8]
             do { value = try OfflineXattr.get(fd, name) } catch StoreError.io(let e, _) where e == ENODATA { continue }
             defer { secureZero(&value) }
-            while lsetxattr(d, name, value, value.count, 0) != 0 {
+            while lsetxattr(d, OfflineXattr.cName(name), value, value.count, 0) != 0 {
                 guard errno == EACCES, !opened, st.st_mode & S_IWUSR == 0, chmod(d, (st.st_mode & 0o7777) | S_IWUSR) == 0 else {
-                    throw StoreError.posix("set the extended attribute \(name) of \(display)")
+                    throw StoreError.posix("set the extended attribute \(String(decoding: name, as: UTF8.self)) of \(display)")
                 }
                 opened = true
             }

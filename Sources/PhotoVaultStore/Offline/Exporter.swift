@@ -354,16 +354,15 @@ public final class Exporter {
         /// Opens the vault entry's sealed `user.pv.*` attributes onto the local copy. A
         /// local filesystem without user xattrs just does not get them.
         func exportXattrs(from src: Int32, to dst: Int32, display: String) throws {
-            for stored in try OfflineXattr.names(src) where stored.hasPrefix(XattrCodec.storedPrefix) {
+            for stored in try OfflineXattr.storedNames(src) where stored.hasPrefix(XattrCodec.storedPrefix) {
                 guard let plain = tree.xattrs.plainName(stored) else {
                     throw StoreError.integrity(path: display, detail: "an extended attribute name failed authentication")
                 }
                 let value: [UInt8]
                 do { value = try tree.xattrs.openValue(try OfflineXattr.get(src, stored), storedName: stored) }
                 catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: display, detail: d) }
-                let name = String(decoding: plain, as: UTF8.self)
-                if name == PendingDirectory.localMarker { continue }
-                do { try OfflineXattr.set(dst, name, value) }
+                if plain == Array(PendingDirectory.localMarker.utf8) { continue }
+                do { try OfflineXattr.set(dst, plain, value) }
                 catch StoreError.io(let e, _) where e == ENOTSUP || e == EOPNOTSUPP { return }
             }
         }

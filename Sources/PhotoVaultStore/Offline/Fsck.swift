@@ -524,7 +524,7 @@ public final class Fsck {
         /// listed (ENODATA) is passed over.
         mutating func checkXattrs(_ fd: Int32, path: String, storePath: String) {
             let names: [String]
-            do { names = try OfflineXattr.names(fd) } catch {
+            do { names = try OfflineXattr.storedNames(fd) } catch {
                 report(path, storePath, .unreadable, "cannot list extended attributes: \(error)")
                 return
             }

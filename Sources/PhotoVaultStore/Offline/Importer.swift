@@ -47,6 +47,11 @@ public final class Importer {
     /// Whether import copies a source's extended attribute `name`.
     public static func importsXattr(_ name: String) -> Bool { name.hasPrefix("user.") && !notImportedXattrs.contains(name) }
 
+    /// The same for a name as listed (bytes, not always UTF-8).
+    public static func importsXattr(_ name: [UInt8]) -> Bool {
+        name.starts(with: Array("user.".utf8)) && !notImportedXattrs.contains { Array($0.utf8) == name }
+    }
+
     /// Mode of a file read from stdin (there is no source mode to keep).
     public static let stdinMode: mode_t = 0o644
 
@@ -398,7 +403,7 @@ public final class Importer {
         func importXattrs(from src: Int32, to dst: Int32) throws {
             for name in try OfflineXattr.names(src) where Importer.importsXattr(name) {
                 let value = try OfflineXattr.get(src, name)
-                let stored = tree.xattrs.storedName(Array(name.utf8))
+                let stored = tree.xattrs.storedName(name)
                 try OfflineXattr.set(dst, stored, tree.xattrs.sealValue(value, storedName: stored))
             }
         }

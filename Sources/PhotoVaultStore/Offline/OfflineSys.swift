@@ -159,9 +159,10 @@ public enum OfflineXattr {
     private static let fset = sym("fsetxattr", SetFn.self)
     private static let fremove = sym("fremovexattr", RemoveFn.self)
 
-    /// Attribute names of an open file or directory. Filesystems without xattr support
+    /// Attribute names of an open file or directory, as bytes: a name need not be UTF-8
+    /// (decoded, two such names would become one). Filesystems without xattr support
     /// answer as if there were none.
-    public static func names(_ fd: Int32) throws -> [String] {
+    public static func names(_ fd: Int32) throws -> [[UInt8]] {
         while true {
             let n = flist(fd, nil, 0)
             if n < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP) { return [] }
@@ -171,11 +172,20 @@ public enum OfflineXattr {
             let m = buf.withUnsafeMutableBufferPointer { flist(fd, $0.baseAddress, $0.count) }
             if m < 0 && errno == ERANGE { continue }   // grew in between
             guard m >= 0 else { throw StoreError.posix("listxattr") }
-            return buf[0..<m].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+            return buf[0..<m].split(separator: 0).map { $0.map { UInt8(bitPattern: $0) } }
         }
     }
 
-    public static func get(_ fd: Int32, _ name: String) throws -> [UInt8] {
+    /// `names` for attributes this program stores (ASCII names): others are decoded with
+    /// U+FFFD, which no stored name contains.
+    public static func storedNames(_ fd: Int32) throws -> [String] {
+        try names(fd).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    public static func get(_ fd: Int32, _ name: String) throws -> [UInt8] { try get(fd, Array(name.utf8)) }
+
+    public static func get(_ fd: Int32, _ bytes: [UInt8]) throws -> [UInt8] {
+        let name = cName(bytes)
         while true {
             let n = fget(fd, name, nil, 0)
             guard n >= 0 else { throw StoreError.posix("getxattr") }
@@ -192,8 +202,13 @@ public enum OfflineXattr {
     /// Removes an attribute; a missing one (or no xattr support) is not an error.
     static func remove(_ fd: Int32, _ name: String) { _ = fremove(fd, name) }
 
-    static func set(_ fd: Int32, _ name: String, _ value: [UInt8]) throws {
-        let rc = value.withUnsafeBytes { fset(fd, name, $0.baseAddress, value.count, 0) }
-        guard rc == 0 else { throw StoreError.posix("setxattr \(name)") }
+    static func set(_ fd: Int32, _ name: String, _ value: [UInt8]) throws { try set(fd, Array(name.utf8), value) }
+
+    static func set(_ fd: Int32, _ name: [UInt8], _ value: [UInt8]) throws {
+        let rc = value.withUnsafeBytes { fset(fd, cName(name), $0.baseAddress, value.count, 0) }
+        guard rc == 0 else { throw StoreError.posix("setxattr \(String(decoding: name, as: UTF8.self))") }
     }
+
+    /// A name's bytes as a C string.
+    public static func cName(_ name: [UInt8]) -> [CChar] { name.map { CChar(bitPattern: $0) } + [0] }
 }
