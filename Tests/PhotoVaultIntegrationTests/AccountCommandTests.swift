@@ -213,6 +213,37 @@ final class AccountCommandTests: XCTestCase {
         assertFailure(noTTY(["user", "passwd", "alice", "--passfile", s.passfile]), 27, "no terminal", "passwd alice")
     }
 
+    /// mount, unlock and the offline commands that open an account say 'no such account'
+    /// (exit 4) before the password is read: an --extpass command is not run and a terminal
+    /// is not asked (setsid: no terminal). They used to run the command, or say 'no terminal'
+    /// (exit 27), and only then 'no such account'. An existing account still opens.
+    func testNoSuchAccountIsSaidBeforeThePasswordForMountUnlockAndOfflineCommands() throws {
+        let s = Sandbox("acct-order-open")
+        s.initStore()
+        let mp = s.mount()
+        let ran = s.root + "/extpass-ran"
+        let extpass = "touch \(Sandbox.quote(ran)); cat \(Sandbox.quote(s.passfile))"
+        let mpBob = s.root + "/mnt-bob"
+        try FileManager.default.createDirectory(atPath: mpBob, withIntermediateDirectories: true)
+        let commands: [[String]] = [["mount", mpBob, "--no-dbus"], ["unlock", mp], ["import", s.passfile, "/"],
+                                    ["export", "/", s.root + "/out"], ["fsck"], ["class", "list", "/"],
+                                    ["class", "get", "/"], ["class", "set", "/", "complete"]]
+        for cmd in commands {
+            let r = s.pv(cmd + ["--store", s.store, "--user", "bob", "--extpass", extpass])
+            assertFailure(r, 4, "no such account", "\(cmd) with --extpass")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: ran), "\(cmd) ran --extpass for a missing account")
+            let tty = Harness.run(["setsid", "-w", Harness.binary] + cmd + ["--store", s.store, "--user", "bob"],
+                                  stdin: "", env: s.env, timeout: 60)
+            assertFailure(tty, 4, "no such account", "\(cmd) without a terminal")
+        }
+        XCTAssertFalse(Harness.isMounted(mpBob))
+        // An existing account still reads the password (and runs --extpass) as before.
+        let ok = s.pv(["class", "list", "/", "--store", s.store, "--user", "alice", "--extpass", extpass])
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: ran))
+        s.unmount(mp)
+    }
+
     /// `user add` whose recovery key cannot be written (stdout on a full device, or a pipe
     /// nobody reads) fails with one line and leaves no account: the key is shown only once.
     /// The account used to stay with a key nobody saw: exit 19 'no space left on the device

@@ -35,10 +35,14 @@ enum OfflineAccess {
     static func open(_ args: ParsedArguments) throws -> Vault {
         let layout = StoreLayout(root: args.storePath)
         let config = try layout.loadConfig()
+        let user = try args.userName()
+        // 'no such account' before the password is asked for (or a passfile read, an
+        // --extpass command run): it used to come only after the password was typed.
+        let accounts = try AccountStore(layout: layout)
+        try UserCommands.requireAccount(accounts, user)
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
-        let user = try args.userName()
-        let opened = try AccountStore(layout: layout).open(user: user, password: password)
+        let opened = try accounts.open(user: user, password: password)
         defer { opened.masterKey.wipe() }
         let tag = RuntimeRegistry.treeTag(opened.treeID)
         let mount = liveMounts(store: args.storePath).first { $0.treeTag == tag }?.mountpoint

@@ -46,6 +46,8 @@ enum MountFlow {
             }
         }
         let accounts = try AccountStore(layout: layout)
+        // 'no such account' before the password, as 'user passwd' does (it came after it).
+        try UserCommands.requireAccount(accounts, user)
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
         let opened = try accounts.open(user: user, password: password)
@@ -204,6 +206,10 @@ enum MountFlow {
         try RuntimeRegistry().checkDirectory()
         guard let entry = RuntimeRegistry().entry(forMountpoint: mp) else { throw unregistered(mp) }
         let layout = StoreLayout(root: entry.store)
+        let user = try args.userName()
+        let accounts = try AccountStore(layout: layout)
+        // 'no such account' before the password, as 'user passwd' does (it came after it).
+        try UserCommands.requireAccount(accounts, user)
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
         // Lock events so far, read before the (slow) key derivation: a lock that comes while
@@ -212,7 +218,7 @@ enum MountFlow {
         let events = try control(mp, ControlRequest(command: "lock-events"))
         let seen: UInt64? = events.ok ? UInt64(events.message) : nil
         if events.ok && seen == nil { throw CLIError.failed("unexpected answer from the daemon of \(mp)") }
-        let opened = try AccountStore(layout: layout).open(user: try args.userName(), password: password)
+        let opened = try accounts.open(user: user, password: password)
         defer { opened.masterKey.wipe() }
         guard RuntimeRegistry.treeTag(opened.treeID) == entry.treeTag else {
             throw CLIError.failed("that account is not the one mounted at \(mp)")
