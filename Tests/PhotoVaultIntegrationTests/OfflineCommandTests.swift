@@ -925,6 +925,47 @@ final class OfflineCommandTests: XCTestCase {
         sb.assertNoPlaintext(["LATIN1-NAME", "REPLACEMENT-NAME", "album", "made-on-mount"])
     }
 
+    /// A source file replaced between import's lstat and its open (strace delays the open of
+    /// f.jpg by 3 s, and the script swaps the file meanwhile) is skipped, exit 26, and the run
+    /// goes on. A FIFO in its place made the blocking open wait for a writer: import hung.
+    /// Another regular file in its place is not imported as the one that was looked at.
+    func testASourceReplacedBetweenLstatAndOpenIsSkippedNotWaitedOn() throws {
+        let sb = Sandbox("pv-offline-swap")
+        sb.initStore()
+        let src = sb.plainDir("src")
+        func swapped(_ swap: String) -> (status: String, stderr: String) {
+            let q = Sandbox.quote(src)
+            let r = Harness.sh("""
+            cd \(q) && rm -f f.jpg log err && printf 'PHOTO' > f.jpg
+            timeout 20 /usr/bin/strace -f -qq -o log -P \(q) -e trace=openat -e inject=openat:delay_enter=3000000 \
+              \(Sandbox.quote(Harness.binary)) import \(q)/f.jpg / --force --store \(Sandbox.quote(sb.store)) --user alice \
+              --passfile \(Sandbox.quote(sb.passfile)) 2>err &
+            pid=$!
+            for i in $(seq 1 200); do grep -q '"f.jpg", O_RDONLY' log 2>/dev/null && break; sleep 0.05; done
+            \(swap)
+            wait $pid; rc=$?
+            [ -p f.jpg ] && echo x > f.jpg &   # frees an import stuck in its open (the old code)
+            sleep 0.5; echo $rc; cat err
+            """, env: sb.env, timeout: 60)
+            XCTAssertEqual(r.status, 0, r.stderr)
+            let lines = r.stdout.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+            return (String(lines[0]), lines.count > 1 ? String(lines[1]) : "")
+        }
+        let fifo = swapped("rm f.jpg && mkfifo f.jpg")
+        XCTAssertEqual(fifo.status, "26", "a FIFO in the file's place: \(fifo.stderr)")
+        XCTAssertTrue(fifo.stderr.hasPrefix("photovault: skipped /f.jpg: not a regular file, directory or symlink\n"), fifo.stderr)
+        let other = swapped("mv f.jpg old.jpg && printf 'OTHER' > f.jpg")   // old.jpg keeps its inode number in use
+        XCTAssertEqual(other.status, "26", "another file in its place: \(other.stderr)")
+        XCTAssertTrue(other.stderr.hasPrefix("photovault: skipped /f.jpg: replaced by another file while it was imported\n"),
+                      other.stderr)
+        XCTAssertEqual(Self.pv(sb, ["class", "get", "/f.jpg"]).status, 24, "nothing was imported as /f.jpg (not found)")
+        // Left alone, the same import works.
+        XCTAssertEqual(Self.pv(sb, ["import", src + "/f.jpg", "/", "--force"]).status, 0)
+        let out = sb.plainDir("out")
+        XCTAssertEqual(Self.pv(sb, ["export", "/f.jpg", out]).status, 0)
+        XCTAssertEqual(try String(contentsOfFile: out + "/f.jpg", encoding: .utf8), "OTHER")
+    }
+
     /// A source that holds the store (importing a home directory with the store inside)
     /// skips the vault's own encrypted tree, which would grow while it is read; a source
     /// inside that tree is refused.

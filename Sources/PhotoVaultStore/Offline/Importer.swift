@@ -33,6 +33,8 @@ public final class Importer {
 
     /// Why a FIFO, socket or device is skipped (`.skipped`), through a live mount too.
     public static let unsupportedTypeReason = "not a regular file, directory or symlink"
+    /// Why a file is skipped that another file or a symlink took the place of while it was read.
+    public static let replacedReason = "replaced by another file while it was imported"
 
     /// The `user.*` attributes import does not copy (offline or through a live mount):
     /// export's marker of a directory it had not finished, and the ones a mount answers
@@ -206,16 +208,31 @@ public final class Importer {
         /// A regular file, symlink, or something import skips.
         mutating func leaf(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry) throws {
             if OfflineSys.isRegular(st) {
-                let fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-                guard fd >= 0 else { throw StoreError.posix("open") }   // located by the caller
+                // Non-blocking: a FIFO put in the file's place after its lstat made a blocking
+                // open wait for a writer, so the import hung. What was opened must be the
+                // regular file the lstat saw; anything else is skipped, as it would have been.
+                let fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+                guard fd >= 0 || errno == ELOOP else { throw StoreError.posix("open") }   // located by the caller
+                guard fd >= 0 else { return skip(entry, Importer.replacedReason) }   // a symlink now
                 defer { close(fd) }
+                var now = stat()
+                guard fstat(fd, &now) == 0 else { throw StoreError.posix("fstat") }
+                guard OfflineSys.isRegular(now) else { return skip(entry) }
+                guard now.st_dev == st.st_dev, now.st_ino == st.st_ino else { return skip(entry, Importer.replacedReason) }
+                let flags = fcntl(fd, F_GETFL)
+                guard flags >= 0, fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 else { throw StoreError.posix("fcntl") }
                 try file(from: fd, stat: st, to: entry)
             } else if OfflineSys.isSymlink(st) {
                 try symlink(dirfd: dirfd, name: name, stat: st, to: entry)
             } else {
-                summary.skipped.append(entry.path.description)
-                progress(.skipped(entry.path.description, reason: Importer.unsupportedTypeReason))
+                skip(entry)
             }
+        }
+
+        /// A FIFO, socket or device is not imported; the run goes on and says so at the end.
+        mutating func skip(_ entry: VaultEntry, _ reason: String = Importer.unsupportedTypeReason) {
+            summary.skipped.append(entry.path.description)
+            progress(.skipped(entry.path.description, reason: reason))
         }
 
         /// Refuses to replace `entry` unless allowed: never a directory, never without force.
