@@ -925,6 +925,27 @@ final class OfflineCommandTests: XCTestCase {
         sb.assertNoPlaintext(["LATIN1-NAME", "REPLACEMENT-NAME", "album", "made-on-mount"])
     }
 
+    /// An export that fails partway (its destination, a 1 MiB tmpfs, fills up on the second
+    /// file) says where it stopped and what stays, as import does: the line was only the
+    /// error's. The file before it stays complete; no partial file is left.
+    func testAnExportThatFailsPartwayNamesTheFileItWasWriting() throws {
+        XCTAssertEqual(getuid(), 0, "tmpfs mounts need root")
+        let sb = Sandbox("pv-offline-export-partway")
+        sb.initStore()
+        let src = sb.plainDir("src"), out = sb.plainDir("out")
+        let qs = Sandbox.quote(src), qo = Sandbox.quote(out)
+        sb.ok("mkdir \(qs)/big && head -c 300000 /dev/urandom > \(qs)/big/a1.bin && head -c 3000000 /dev/urandom > \(qs)/big/b2.bin")
+        XCTAssertEqual(Self.pv(sb, ["import", src + "/big", "/"]).status, 0)
+        sb.ok("mount -t tmpfs -o size=1m tmpfs \(qo)")
+        defer { _ = Harness.run(["umount", "-l", out]) }
+        let r = Self.pv(sb, ["export", "/big/a1.bin", "/big/b2.bin", out])   // in this order (a listing has none)
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertEqual(r.stderr.split(separator: "\n").count, 1, r.stderr)
+        XCTAssertTrue(r.stderr.hasSuffix("(stopped at \(out)/b2.bin, which was not kept; 1 file exported before it stays)\n"),
+                      r.stderr)
+        XCTAssertEqual(sb.ok("cd \(qo) && find . -type f && cmp a1.bin \(qs)/big/a1.bin && echo same"), "./a1.bin\nsame\n")
+    }
+
     /// A source file replaced between import's lstat and its open (strace delays the open of
     /// f.jpg by 3 s, and the script swaps the file meanwhile) is skipped, exit 26, and the run
     /// goes on. A FIFO in its place made the blocking open wait for a writer: import hung.

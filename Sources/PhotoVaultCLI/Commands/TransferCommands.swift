@@ -103,7 +103,11 @@ enum TransferCommands {
         let start = Date()
         let progress = Progress(verb: "exported", quiet: dest == "-")
         PartialFile.catchSignals()
-        let summary = try Exporter(tree: tree).export(paths: all, to: dest, force: args.flag("force"), progress: progress.event)
+        let summary: TransferSummary
+        // As import: an error while a file was written names it (removed) and what stays.
+        // Not to standard output, where what was written is gone already.
+        do { summary = try Exporter(tree: tree).export(paths: all, to: dest, force: args.flag("force"), progress: progress.event) }
+        catch { throw dest == "-" ? error : progress.stopped(by: error) }
         progress.finish(summary, seconds: Date().timeIntervalSince(start))
         return summary.skipped.isEmpty ? 0 : ExitCodes.partialTransfer
     }
@@ -143,7 +147,7 @@ enum TransferCommands {
         /// A run that failed while it wrote a file: its error, its line saying which file
         /// that was (removed) and what stays (the files completed before it). Other errors
         /// (an existing entry, a directory that cannot be made) name their entry already and
-        /// are as they are through a live mount.
+        /// are as they are through a live mount. Export names the local file it was writing.
         func stopped(by error: Error) -> Error {
             guard let current else { return error }
             if barShown { FileHandle.standardError.write(Data("\n".utf8)) }

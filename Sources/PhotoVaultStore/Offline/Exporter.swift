@@ -266,12 +266,14 @@ public final class Exporter {
             catch { close(fd); throw error }
         }
 
-        /// Decrypts the whole of `content` block by block into `sink`.
-        func copy(_ content: ContentFile, display: String, _ sink: (UnsafeRawPointer, Int) throws -> Void) throws -> UInt64 {
+        /// Decrypts the whole of `content` block by block into `sink`. `.fileStarted` names
+        /// `writing` (the local file being written), else the vault path.
+        func copy(_ content: ContentFile, display: String, writing: String? = nil,
+                  _ sink: (UnsafeRawPointer, Int) throws -> Void) throws -> UInt64 {
             let size: UInt64
             do { size = try content.size() }
             catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: display, detail: d) }
-            progress(.fileStarted(display, size: size))
+            progress(.fileStarted(writing ?? display, size: size))
             let block = exporter.blockSize
             let buf = UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 16)
             defer { secureZero(UnsafeMutableRawBufferPointer(start: buf, count: block)); buf.deallocate() }
@@ -303,7 +305,9 @@ public final class Exporter {
                 close(fd)
                 if !placed { unlinkat(destfd, tmp, 0) }
             }
-            let bytes = try copy(content, display: entry.path.description) { try OfflineSys.writeStream(fd, $0, $1) }
+            let bytes = try copy(content, display: entry.path.description, writing: localPath) {
+                try OfflineSys.writeStream(fd, $0, $1)
+            }
             try exportXattrs(from: content.fd, to: fd, display: entry.path.description)
             _ = fchmod(fd, st.st_mode & 0o7777)
             OfflineSys.setTimes(fd, from: st)
