@@ -965,8 +965,9 @@ final class OfflineCommandTests: XCTestCase {
             for i in $(seq 1 200); do grep -q '"f.jpg", O_RDONLY' log 2>/dev/null && break; sleep 0.05; done
             \(swap)
             wait $pid; rc=$?
-            [ -p f.jpg ] && echo x > f.jpg &   # frees an import stuck in its open (the old code)
-            sleep 0.5; echo $rc; cat err
+            # Frees an import stuck in its open (the old code); O_RDWR never waits for a reader.
+            if [ -p f.jpg ]; then exec 3<>f.jpg; echo x >&3; exec 3>&-; sleep 0.5; fi
+            echo $rc; cat err
             """, env: sb.env, timeout: 60)
             XCTAssertEqual(r.status, 0, r.stderr)
             let lines = r.stdout.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
