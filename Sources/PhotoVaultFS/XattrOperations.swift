@@ -72,11 +72,18 @@ extension VaultFileSystem {
             // the offline `class set` does (an import that sets the class after copying
             // would otherwise lose the times it preserved).
             let proc = Syscall.procPath(node.fd)
-            try c.rw.withWriteLock {
-                var before = stat()
-                let known = stat(proc, &before) == 0
-                try backend.setProtectionClass(cls, of: c.file)
-                if known { _ = utimensat(AT_FDCWD, proc, [before.st_atim, before.st_mtim], 0) }
+            do {
+                try c.rw.withWriteLock {
+                    var before = stat()
+                    let known = stat(proc, &before) == 0
+                    defer { if known { _ = utimensat(AT_FDCWD, proc, [before.st_atim, before.st_mtim], 0) } }
+                    try backend.setProtectionClass(cls, of: c.file)
+                }
+            } catch {
+                // A failed fsync after the header was written: the file holds the new class
+                // (the store keeps its header as written), so the inode reports it too.
+                if let now = c.file.protectionClass { c.protectionClassChanged(to: now) }
+                throw error
             }
             c.protectionClassChanged(to: cls)
         }

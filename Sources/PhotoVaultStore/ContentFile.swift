@@ -391,7 +391,8 @@ public final class ContentFile: @unchecked Sendable {
     /// Rewraps the file key under another class (no content is re-encrypted) and rewrites the
     /// header in place with one 128-byte write at offset 0 followed by fsync (FORMAT.md,
     /// "Crash safety"). A failed fsync (EIO, ENOSPC) is thrown, for a file without a header
-    /// yet too: the class change is then not known to be on disk.
+    /// yet too: the class change is then not known to be durable, but the header written is
+    /// the one kept in memory, so the class reported matches what the file holds.
     public func setProtectionClass(_ c: ProtectionClass) throws {
         lockWrite(); defer { unlock() }
         guard !keyForgotten else { throw StoreError.locked }
@@ -405,8 +406,11 @@ public final class ContentFile: @unchecked Sendable {
         h.protectionClass = c
         let bytes = try h.encode(fileKey: key, keyring: keyring)
         try FileIO.writeAll(fd, bytes, offset: 0)
-        guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
+        // The new header is in the file once the write returned: a failed fsync only means
+        // it is not known to be durable. Keep memory as the file says (a later read of the
+        // header, offline or after a remount, sees the new class), then report the failure.
         header = h
+        guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
     }
 
     public func sync() throws {

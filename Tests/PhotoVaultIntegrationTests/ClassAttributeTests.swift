@@ -228,4 +228,45 @@ final class ClassAttributeTests: XCTestCase {
         XCTAssertEqual(Self.getClass(mp + "/small.jpg"), "complete")
         s.unmount(mp)
     }
+    /// A class change whose header fsync fails (EIO injected on the ciphertext file) is
+    /// reported as EIO, but the new header was written: the daemon kept the old header and
+    /// class in memory, so while the file stayed open the mount showed `complete` where the
+    /// file (and `photovault class get` after unmounting) said `none`. Now the mount shows
+    /// what the file holds, and the file reads back the same through the mount and after.
+    func testAClassChangeWhoseFsyncFailsShowsWhatTheFileHolds() throws {
+        let s = Sandbox("class-fsync-eio")
+        s.initStore()
+        let fg = try ForegroundMount(sandbox: s, at: "mnt", extra: [])
+        var mounted = true
+        defer { if mounted { fg.stop(s) } }
+        XCTAssertTrue(fg.waitMounted(), fg.log)
+        let mp = fg.mountpoint
+        let size = 30_000 + 11
+        let plain = Data(AccountFixtures.randomBytes(size))
+        try plain.write(to: URL(fileURLWithPath: mp + "/p.jpg"))
+        XCTAssertEqual(Self.getClass(mp + "/p.jpg"), "complete")
+        // Held open so the daemon keeps the file's content (and header) in memory.
+        let held = try XCTUnwrap(FileHandle(forReadingAtPath: mp + "/p.jpg"))
+        let path = try XCTUnwrap(Self.cipherFile(s.store, plaintextSize: size), "ciphertext of p.jpg not found")
+        let fault = try fg.injectFault(on: path, syscall: "fsync", error: "EIO")
+        let r = Self.setClass(mp + "/p.jpg", "none")
+        fault.terminate()
+        fault.waitUntilExit()
+        XCTAssertNotEqual(r.status, 0, "the failed fsync must be reported")
+        XCTAssertTrue(r.stderr.contains("Input/output error"), r.stderr)
+        let shown = Self.getClass(mp + "/p.jpg")
+        XCTAssertEqual(try held.readToEnd(), plain)
+        try held.close()
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: mp + "/p.jpg")), plain)
+        fg.stop(s)
+        mounted = false
+        let off = s.pv(["class", "get", "/p.jpg", "--store", s.store, "--user", "alice", "--passfile", s.passfile])
+        XCTAssertEqual(off.status, 0, off.stderr)
+        XCTAssertEqual(off.stdout, "none\n", "the header was written")
+        XCTAssertEqual(shown.map { $0 + "\n" }, off.stdout, "the mount must show the class the file holds")
+        let mp2 = s.mount(at: "again")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: mp2 + "/p.jpg")), plain)
+        XCTAssertEqual(Self.getClass(mp2 + "/p.jpg"), "none")
+        s.unmount(mp2)
+    }
 }
