@@ -87,11 +87,17 @@ public struct NameCodec: Sendable {
         // Authentic, but no file name (FORMAT.md section 6: no `/`; nothing makes `.` or `..`):
         // only someone holding this account's keys writes one, and export would have followed
         // it out of its destination (`../../.bashrc`, a directory named `..`).
-        guard !plain.contains(UInt8(ascii: "/")), plain != [0x2e], plain != [0x2e, 0x2e] else {
-            throw StoreError.integrity(path: entry, detail: "the name decrypts to '/', '.' or '..' or a name with a '/'")
+        guard NameCodec.isFileName(plain) else {
+            throw StoreError.integrity(path: entry, detail: NameCodec.notAFileName)
         }
         return plain
     }
+
+    /// Whether an authentic plaintext name is a file name: no `/`, not `.` or `..`.
+    static func isFileName(_ plain: [UInt8]) -> Bool {
+        !plain.contains(UInt8(ascii: "/")) && plain != [0x2e] && plain != [0x2e, 0x2e]
+    }
+    static let notAFileName = "the name decrypts to '/', '.' or '..' or a name with a '/'"
 
     /// Creates the companion of a long name (before the entry itself is created).
     public static func writeCompanion(_ name: EncodedName, in dirfd: Int32) throws {

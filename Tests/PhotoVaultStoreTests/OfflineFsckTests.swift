@@ -380,6 +380,68 @@ final class OfflineFsckTests: XCTestCase {
 
     /// `chattr +i` or `-i` on `path`: an immutable directory refuses entries to be made in it,
     /// renamed into or out of it, even to root.
+    /// Entries renamed (with this account's keys) to names that authenticate but are no file
+    /// name — "..", ".", "x/../../escaped" and a long name full of "/" — are damaged names:
+    /// repair moves them whole into /lost+found under a name made of the ciphertext (never the
+    /// decrypted path), nothing is created outside the tree, the long name's companion goes
+    /// with it, the content is recoverable from there, and a second fsck is clean.
+    func testRepairQuarantinesNamesThatAuthenticateButAreNoFileName() throws {
+        let (tree, scratch, contents) = try buildTree()
+        let resolver = try VaultResolver(tree: tree)
+        let photos = try resolver.directory(VaultPath("/photos"))
+        let root = try resolver.directory(VaultPath("/"))
+        var renamed: [String: String] = [:]   // vault path -> ciphertext entry now
+        func rename(_ path: String, in dir: VaultDirectory, to plain: String) throws {
+            let e = try entry(tree, path)
+            let enc = tree.names.encode(Array(plain.utf8), in: dir.info)
+            if case .long = enc { try NameCodec.writeCompanion(enc, in: dir.fd) }
+            XCTAssertEqual(renameat(dir.fd, e.encoded.entry, dir.fd, enc.entry), 0, path)
+            if let c = e.encoded.companion { unlinkat(dir.fd, c, 0) }
+            renamed[path] = enc.entry
+        }
+        try rename("/photos/a.jpg", in: photos, to: "..")
+        try rename("/photos/deep", in: photos, to: ".")
+        try rename("/photos/b.jpg", in: photos, to: "x/../../escaped.jpg")
+        try rename("/photos/c.jpg", in: photos, to: String(repeating: "../", count: 60) + "c.jpg")
+        try rename("/docs", in: root, to: "..")
+        XCTAssertTrue(renamed["/photos/c.jpg"]!.hasPrefix(NameCodec.longPrefix), "a long name is exercised")
+        let outside = StorePath.dirname(tree.root)
+        let before = Set(try FileManager.default.subpathsOfDirectory(atPath: outside).filter { !$0.hasPrefix(StorePath.basename(tree.root)) })
+
+        let found = try Fsck(tree: tree).run()
+        XCTAssertEqual(found.problems.count, 5, "\(kinds(found))")
+        for (path, enc) in renamed {
+            let dir = path == "/docs" ? "" : "/photos"
+            XCTAssertTrue(found.problems.contains { $0.path == dir + "/" + enc && $0.kind == .nameUndecryptable }, "\(path): \(kinds(found))")
+        }
+        let repaired = try Fsck(tree: tree).run(repair: true)
+        let moved = repaired.actions.compactMap { a -> String? in
+            if case .movedToLostAndFound(_, let name) = a { return name }
+            return nil
+        }.sorted()
+        XCTAssertEqual(moved, renamed.map { $0.key == "/docs" ? "bad-name %2F" + $0.value : "bad-name photos%2F" + $0.value }.sorted())
+        for name in moved { XCTAssertFalse(name.contains("/") || name == "." || name == "..", name) }
+        // Nothing appeared beside the tree (no path was followed), and no companion is left behind.
+        let after = Set(try FileManager.default.subpathsOfDirectory(atPath: outside).filter { !$0.hasPrefix(StorePath.basename(tree.root)) })
+        XCTAssertEqual(after, before)
+        XCTAssertEqual(try OfflineSys.list(photos.fd).map(\.name).filter { $0.hasSuffix(NameCodec.companionSuffix) }, [])
+
+        let again = try Fsck(tree: tree).run()
+        XCTAssertEqual(again.problems, [])
+        XCTAssertEqual(again.lostAndFoundEntries, 5)
+        XCTAssertEqual(try Fsck(tree: tree).run(repair: true).actions, [])
+
+        // The content is recoverable under the new names.
+        let out = scratch + "/out"
+        let a = "bad-name photos%2F" + renamed["/photos/a.jpg"]!, c = "bad-name photos%2F" + renamed["/photos/c.jpg"]!
+        let docs = "bad-name %2F" + renamed["/docs"]!, deep = "bad-name photos%2F" + renamed["/photos/deep"]!
+        try Exporter(tree: tree).export(paths: ["/lost+found/" + a, "/lost+found/" + c, "/lost+found/" + docs, "/lost+found/" + deep], to: out)
+        XCTAssertEqual(OfflineFixture.read(out + "/" + a), contents["/photos/a.jpg"])
+        XCTAssertEqual(OfflineFixture.read(out + "/" + c), contents["/photos/c.jpg"])
+        XCTAssertEqual(OfflineFixture.read(out + "/" + docs + "/short.txt"), contents["/docs/short.txt"])
+        XCTAssertEqual(OfflineFixture.read(out + "/" + deep + "/d.jpg"), contents["/photos/deep/d.jpg"])
+    }
+
     func chattr(_ flag: String, _ path: String) -> Int32 {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/chattr")

@@ -339,6 +339,11 @@ public final class Fsck {
             guard let plain = try? tree.names.names.open(sealed, domain: dir.info.id) else {
                 return .failure(NameProblem(kind: .nameUndecryptable, detail: "name failed authentication (renamed or modified in the store)"))
             }
+            // Authentic but no file name (as NameCodec.decode): never walked or joined into a
+            // path; repair moves it under a name made of its ciphertext.
+            guard NameCodec.isFileName(plain) else {
+                return .failure(NameProblem(kind: .nameUndecryptable, detail: NameCodec.notAFileName))
+            }
             return .success(plain)
         }
 
