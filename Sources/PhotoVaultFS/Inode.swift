@@ -26,6 +26,8 @@ final class Inode: @unchecked Sendable {
     var naming: DirectoryNaming?
     /// Whether a `.pvdir` that could not be read was logged for this directory (once).
     var namingFailureLogged = false
+    /// Whether an extended attribute name that fails authentication was logged for this inode (once).
+    var xattrNameFailureLogged = false
     var content: ContentState?
 
     init(nodeID: UInt64, fd: Int32, st: stat) {

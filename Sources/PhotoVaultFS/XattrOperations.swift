@@ -1,6 +1,7 @@
 import Glibc
 import CFuse
 import PhotoVaultCrypto
+import PhotoVaultStore
 
 /// Extended attributes: user attributes are sealed by the backend; a few virtual ones are
 /// answered here and never stored.
@@ -137,9 +138,15 @@ extension VaultFileSystem {
         do {
             let node = try table.require(ino)
             var names = virtualNames(node).map { Array($0.utf8) }
+            var damaged = false
             for b in try Self.listXattrs(node.fd) {
-                if let plain = backend.openXattrName(b) { names.append(plain) }
+                if let plain = backend.openXattrName(b) {
+                    names.append(plain)
+                } else if b.starts(with: Self.storedPrefix) {
+                    damaged = true   // one of ours whose name fails authentication: hidden
+                }
             }
+            if damaged { logDamagedXattrName(node, ino) }
             var out: [UInt8] = []
             for n in names { out += n + [0] }
             if size == 0 {
@@ -169,6 +176,21 @@ extension VaultFileSystem {
         } catch {
             fail(req, error, "removexattr \(table.path(of: ino)) \(Self.shown(name))")
         }
+    }
+
+    private static let storedPrefix = Array(XattrCodec.storedPrefix.utf8)
+
+    /// An attribute the listing hides because its name fails authentication (fsck reports
+    /// it `xattrDamaged`): one line per inode, the path only where paths may be logged.
+    private func logDamagedXattrName(_ node: Inode, _ ino: fuse_ino_t) {
+        let first = node.stateLock.withLock { () -> Bool in
+            defer { node.xattrNameFailureLogged = true }
+            return !node.xattrNameFailureLogged
+        }
+        guard first else { return }
+        log("an extended attribute whose name fails authentication is not listed: "
+            + (options.logsPlaintextPaths ? table.path(of: ino) : "a file of this vault (names stay out of the system log; 'photovault fsck' names it)")
+            + " (logged once per file)")
     }
 
     /// An attribute name for a log line.

@@ -214,4 +214,33 @@ final class MountXattrCopyTests: XCTestCase {
         XCTAssertEqual(sb.ok("cat \(q)/d/f"), "x")
         sb.unmount(mp)
     }
+    /// An attribute stored under `user.pv.` whose name fails authentication (forged or
+    /// damaged underneath; fsck reports it `xattrDamaged`) is left out of the listing, as
+    /// before, but no longer silently: the daemon logs one line per file, naming it in the
+    /// foreground, however often the file is listed. The other attributes still list.
+    func testAnAttributeWhoseNameFailsAuthenticationIsLoggedOnce() throws {
+        let s = Sandbox("xattr-forged-name")
+        s.initStore()
+        let fg = try ForegroundMount(sandbox: s, at: "mnt")
+        defer { fg.stop(s) }
+        XCTAssertTrue(fg.waitMounted(), fg.log)
+        let mp = fg.mountpoint
+        let size = 20_000 + 13
+        try Data(AccountFixtures.randomBytes(size)).write(to: URL(fileURLWithPath: mp + "/p.jpg"))
+        XCTAssertEqual(Harness.run(["setfattr", "-n", "user.note", "-v", "kept", mp + "/p.jpg"], timeout: 10).status, 0)
+        let backing = try XCTUnwrap(ClassAttributeTests.cipherFile(s.store, plaintextSize: size))
+        // A well-formed stored name (base64url, 39 bytes: no padding) that authenticates under no key.
+        let forged = "user.pv." + Data(AccountFixtures.randomBytes(39)).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        XCTAssertEqual(Harness.run(["setfattr", "-n", forged, "-v", "x", backing], timeout: 10).status, 0)
+        for _ in 0..<3 {
+            let r = Harness.run(["getfattr", "-d", "--absolute-names", mp + "/p.jpg"], timeout: 10)
+            XCTAssertEqual(r.status, 0, r.stderr)
+            XCTAssertTrue(r.stdout.contains("user.note=\"kept\""), r.stdout)
+            XCTAssertFalse(r.stdout.contains("user.pv."), r.stdout)
+        }
+        let lines = fg.log.split(separator: "\n").filter { $0.contains("extended attribute whose name fails authentication") }
+        XCTAssertEqual(lines.count, 1, fg.log)
+        XCTAssertTrue(lines.first?.contains("/p.jpg") ?? false, fg.log)
+    }
 }
