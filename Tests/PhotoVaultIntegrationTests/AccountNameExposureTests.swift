@@ -30,15 +30,17 @@ final class AccountNameExposureTests: XCTestCase {
 
     func testAnAccountNameOnTheCommandLineIsNotShownToOtherProcesses() throws {
         let s = Sandbox("name-exposure")
-        s.initStore()
+        // mount checks that the account exists before it asks for the password; user add
+        // that it does not.
+        let name = "dr-jekyll-private", newName = "mr-hyde-private"
+        s.initStore(users: [name])
         let mp = s.root + "/mnt"
         try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        let name = "dr-jekyll-private"
-        for argv in [["mount", mp, "--store", s.store, "--user", name, "--password-stdin", "--no-dbus"],
-                     ["mount", mp, "--store", s.store, "--user=\(name)", "--password-stdin", "--no-dbus"],
-                     ["user", "add", name, "--store", s.store, "--password-stdin"]] {
+        for (argv, hidden) in [(["mount", mp, "--store", s.store, "--user", name, "--password-stdin", "--no-dbus"], name),
+                               (["mount", mp, "--store", s.store, "--user=\(name)", "--password-stdin", "--no-dbus"], name),
+                               (["user", "add", newName, "--store", s.store, "--password-stdin"], newName)] {
             let shown = try commandLineAtThePasswordPrompt(argv)
-            XCTAssertFalse(shown.contains(name), "the account name is in the command line: \(shown)")
+            XCTAssertFalse(shown.contains(hidden), "the account name is in the command line: \(shown)")
             // The rest is still there (what ps shows is this process's own).
             XCTAssertTrue(shown.contains(s.store) && shown.contains("--password-stdin"), shown)
         }
