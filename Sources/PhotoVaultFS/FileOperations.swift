@@ -299,6 +299,12 @@ extension VaultFileSystem {
         }
     }
 
+    /// One line for a listing that fails because `what` cannot be read (EIO, EACCES, EMFILE).
+    private func logListingFails(_ operation: String, _ what: String, _ node: Inode, _ e: FSError, _ tail: String = "") {
+        log("\(operation): \(what) cannot be read (\(String(cString: strerror(e.errno)))): "
+            + logPhrase(node.nodeID, { "listing \($0) fails" }, otherwise: "the listing fails") + tail)
+    }
+
     /// The plaintext entries of directory `node` now, with "." and "..".
     /// `operation` (opendir, readdir) names the request in the log line of a failed listing.
     private func listing(of node: Inode, for operation: String) throws -> [OpenDirectory.Entry] {
@@ -308,8 +314,7 @@ extension VaultFileSystem {
             // (EIO, EACCES, EMFILE) was logged only with debug on, so a listing failed unseen.
             let e = FSError.from(error)
             if case .integrity = e { throw e }
-            log("\(operation): the directory's \(DirectoryInfo.fileName) cannot be read (\(String(cString: strerror(e.errno)))): "
-                + (options.logsPlaintextPaths ? "listing \(table.path(of: node.nodeID)) fails" : "the listing fails"))
+            logListingFails(operation, "the directory's \(DirectoryInfo.fileName)", node, e)
             throw e
         }
         var entries: [OpenDirectory.Entry] = []
@@ -327,9 +332,7 @@ extension VaultFileSystem {
                 // EMFILE) is not a damaged one: leaving it out would make `rsync --delete` or
                 // a sync tool delete its copy of a file that is only unreadable for the moment.
                 let e = FSError.from(error)
-                log("\(operation): a directory entry's name cannot be read (\(String(cString: strerror(e.errno)))): "
-                    + (options.logsPlaintextPaths ? "listing \(table.path(of: node.nodeID)) fails" : "the listing fails")
-                    + " rather than leave the entry out")
+                logListingFails(operation, "a directory entry's name", node, e, " rather than leave the entry out")
                 throw e
             }
             switch decoded {
@@ -343,9 +346,8 @@ extension VaultFileSystem {
                 // it: gone, not damaged.
                 var gone = stat()
                 if Syscall.fstatat(node.fd, ent.name, &gone, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT { continue }
-                log(options.logsPlaintextPaths
-                    ? "skipping an entry of \(table.path(of: node.nodeID)) whose name fails authentication: \(String(decoding: ent.name, as: UTF8.self))"
-                    : "skipping a directory entry whose name fails authentication ('photovault fsck' names it)")
+                log(logPhrase(node.nodeID, { "skipping an entry of \($0) whose name fails authentication: \(String(decoding: ent.name, as: UTF8.self))" },
+                              otherwise: "skipping a directory entry whose name fails authentication ('photovault fsck' names it)"))
             }
         }
         return entries

@@ -7,6 +7,13 @@ import PhotoVaultStore
 extension VaultFileSystem {
     // MARK: - Helpers
 
+    /// How a log line names node `node`: `withPath` of its plaintext path where paths may be
+    /// logged (a foreground mount, `logsPlaintextPaths`), `without` otherwise, so that no
+    /// file name reaches the system log of a background mount. Log lines that name a node ask here.
+    func logPhrase(_ node: UInt64, _ withPath: (String) -> String, otherwise without: String) -> String {
+        options.logsPlaintextPaths ? withPath(table.path(of: node)) : without
+    }
+
     func fail(_ req: fuse_req_t?, _ error: Error, _ what: @autoclosure () -> String) {
         let e = FSError.from(error)
         if case .integrity(let detail) = e {
@@ -57,7 +64,7 @@ extension VaultFileSystem {
             if firstFailure {
                 let e = FSError.from(error)
                 log("the directory's \(DirectoryInfo.fileName) cannot be read (\(String(cString: strerror(e.errno)))): "
-                    + (options.logsPlaintextPaths ? "requests in \(table.path(of: dir.nodeID)) fail" : "requests in it fail")
+                    + logPhrase(dir.nodeID, { "requests in \($0) fail" }, otherwise: "requests in it fail")
                     + " (logged once per directory)")
             }
             throw error

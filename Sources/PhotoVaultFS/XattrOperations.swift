@@ -189,7 +189,7 @@ extension VaultFileSystem {
         }
         guard first else { return }
         log("an extended attribute whose name fails authentication is not listed: "
-            + (options.logsPlaintextPaths ? table.path(of: ino) : "a file of this vault (names stay out of the system log; 'photovault fsck' names it)")
+            + logPhrase(ino, { $0 }, otherwise: "a file of this vault (names stay out of the system log; 'photovault fsck' names it)")
             + " (logged once per file)")
     }
 
