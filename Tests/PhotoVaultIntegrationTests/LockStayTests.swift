@@ -160,6 +160,29 @@ final class LockStayTests: XCTestCase {
         return Int(line.split(separator: " ").dropFirst().first ?? "")
     }
 
+    /// Mounts bob, an account with the standard Argon2id cost (256 MiB), so that an unlock's
+    /// key derivation is long and big enough to be caught in the middle.
+    private static func mountStandardCostAccount(_ s: Sandbox, extra: [String]) -> String {
+        s.initStore(users: [])
+        let add = Harness.pv(["user", "add", "bob", "--store", s.store, "--passfile", s.passfile],
+                             env: s.env.merging(["PHOTOVAULT_KDF_PROFILE": "standard"]) { _, b in b })
+        XCTAssertEqual(add.status, 0, add.stderr)
+        return s.mount("bob", extra: extra)
+    }
+
+    /// Starts `photovault unlock` for bob and freezes it (SIGSTOP, as a suspend freezes it) in
+    /// the middle of its Argon2id, seen as its memory growing past 100 MiB; that is after it
+    /// asked the daemon for its lock-event count. Returns it and its resident KiB then.
+    private static func unlockFrozenMidDerivation(_ s: Sandbox, _ mp: String,
+                                                  file: StaticString = #filePath, line: UInt = #line) throws -> (BackgroundProcess, Int) {
+        let unlock = try BackgroundProcess([Harness.binary, "unlock", mp, "--user", "bob", "--passfile", s.passfile],
+                                           env: s.env, output: s.root + "/unlock.log")
+        XCTAssertTrue(Harness.waitUntil(30) { (residentKiB(unlock.pid) ?? 0) > 100 * 1024 || !unlock.isRunning },
+                      "the unlock's key derivation was not seen: \(unlock.output)", file: file, line: line)
+        kill(unlock.pid, SIGSTOP)
+        return (unlock, residentKiB(unlock.pid) ?? 0)
+    }
+
     /// A lock that comes while `photovault unlock` derives the key (the lid closed, the screen
     /// locked, a second after the password was typed) wins: the unlock that arrives after it
     /// is refused and the vault stays locked. It used to open the vault behind the locked
@@ -168,22 +191,13 @@ final class LockStayTests: XCTestCase {
     /// so "in the middle" is seen as its memory growing past 100 MiB.
     func testALockWhileTheUnlockDerivesTheKeyWins() throws {
         let s = Sandbox("lock-overtaken")
-        s.initStore(users: [])
-        let add = Harness.pv(["user", "add", "bob", "--store", s.store, "--passfile", s.passfile],
-                             env: s.env.merging(["PHOTOVAULT_KDF_PROFILE": "standard"]) { _, b in b })
-        XCTAssertEqual(add.status, 0, add.stderr)
-        let mp = s.mount("bob", extra: ["--on-lock", "stay"])
+        let mp = Self.mountStandardCostAccount(s, extra: ["--on-lock", "stay"])
         write("complete data", mp + "/c.jpg")
         XCTAssertEqual(s.pv(["lock", mp]).status, 0)
         XCTAssertEqual(MountProbe.state(s, mp), "locked")
 
-        let unlock = try BackgroundProcess([Harness.binary, "unlock", mp, "--user", "bob", "--passfile", s.passfile],
-                                           env: s.env, output: s.root + "/unlock.log")
+        let (unlock, memory) = try Self.unlockFrozenMidDerivation(s, mp)
         defer { unlock.stop() }
-        XCTAssertTrue(Harness.waitUntil(30) { (Self.residentKiB(unlock.pid) ?? 0) > 100 * 1024 || !unlock.isRunning },
-                      "the unlock's key derivation was not seen: \(unlock.output)")
-        kill(unlock.pid, SIGSTOP)
-        let memory = Self.residentKiB(unlock.pid) ?? 0
         let lock = s.pv(["lock", mp])
         XCTAssertEqual(lock.status, 0, lock.stderr)
         kill(unlock.pid, SIGCONT)
@@ -201,6 +215,32 @@ final class LockStayTests: XCTestCase {
         XCTAssertEqual(again.status, 0, again.stderr)
         XCTAssertEqual(MountProbe.state(s, mp), "unlocked")
         XCTAssertEqual(read(mp + "/c.jpg").stdout, "complete data")
+        s.unmount(mp)
+    }
+
+    /// An idle timeout that passes while the vault is locked already is no lock event: it
+    /// used to count as one, so an unlock whose key derivation spanned it (a slow Argon2id,
+    /// a suspend in the middle, `--idle` shorter than the time taken to type the password
+    /// after the screen lock) was refused as "locked again while the key was being derived",
+    /// and the user had to run it again. Here `--idle 2s` passes while the unlock is frozen
+    /// in the middle of its Argon2id; the unlock succeeds, and the idle timer, re-armed by it,
+    /// locks the untouched vault again once --idle has passed.
+    func testAnIdleTimeoutWhileLockedDoesNotRefuseAnUnlock() throws {
+        let s = Sandbox("lock-idle-locked")
+        let mp = Self.mountStandardCostAccount(s, extra: ["--on-lock", "stay", "--idle", "2s"])
+        write("complete data", mp + "/c.jpg")
+        XCTAssertEqual(s.pv(["lock", mp]).status, 0)
+        XCTAssertEqual(MountProbe.state(s, mp), "locked")
+
+        let (unlock, _) = try Self.unlockFrozenMidDerivation(s, mp)
+        defer { unlock.stop() }
+        sleep(4)   // --idle 2s since the write, and its timer's tick, pass while locked
+        kill(unlock.pid, SIGCONT)
+        let status = unlock.wait(60)
+        XCTAssertEqual(status, 0, "an idle timeout while locked refused the unlock: \(unlock.output)")
+        XCTAssertEqual(MountProbe.state(s, mp), "unlocked")
+        XCTAssertEqual(read(mp + "/c.jpg").stdout, "complete data")
+        LockSourceTests.assertIdleLock("locked again", after: "the unlock") { MountProbe.state(s, mp) == "locked" }
         s.unmount(mp)
     }
 

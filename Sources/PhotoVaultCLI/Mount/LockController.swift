@@ -27,7 +27,8 @@ final class LockController: @unchecked Sendable {
     private var graceDeadline = Double.infinity
     /// Called once keys are gone before sleep, to release the logind delay inhibitor.
     var releaseSleepInhibitor: (@Sendable () -> Void)?
-    /// Called after a successful `unlock` (re-arms the idle timer, which fired for the lock).
+    /// Called when an `unlock` succeeds, just before the state becomes unlocked (restarts the
+    /// idle timer: it fired for the lock, or while locked, and was then ignored).
     var onUnlocked: (@Sendable () -> Void)?
     /// Milliseconds from the lock event to keys zeroed, and to unmount requested (for tests and logs).
     private(set) var lastKeysZeroedMs: Double?
@@ -62,8 +63,18 @@ final class LockController: @unchecked Sendable {
         if case .prepareForSleep = reason { isSleep = true }
         // Before sleep logind waits at most InhibitDelayMaxSec (5 s by default).
         let sleepGrace = 3.0
+        // An idle timeout finds nothing to forget unless the vault is unlocked: then it is no
+        // lock event. Counted, it refused an unlock whose key derivation it overtook (`--on-lock
+        // stay`: the timer runs on while locked). Checked before `transition` too, so a timeout
+        // seen while locked that waits there for an unlock does not lock the vault just opened.
+        if case .idle = reason, currentState != .unlocked { return }
         pthread_mutex_lock(&transition)
         pthread_mutex_lock(&mutex)
+        if case .idle = reason, state != .unlocked {
+            pthread_mutex_unlock(&mutex)
+            pthread_mutex_unlock(&transition)
+            return
+        }
         lockEvents &+= 1
         let previous = state
         if previous == .unlocked {
@@ -144,9 +155,11 @@ final class LockController: @unchecked Sendable {
             log("refused an unlock with a key that is not this vault's")
             return .wrongKey
         }
+        // The idle timer restarts from now before the state says unlocked, so that no tick
+        // after that counts the time spent locked as idle time of the unlocked vault.
+        onUnlocked?()
         setState(.unlocked)
         log("unlocked")
-        onUnlocked?()
         return .unlocked
     }
 
