@@ -8,17 +8,22 @@ public final class BusLockWatcher: @unchecked Sendable {
     private let configuration: LockWatcherConfiguration
     private let onLock: @Sendable (LockReason) -> Void
     private let log: @Sendable (String) -> Void
+    private let wantsSleepInhibitor: @Sendable () -> Bool
     private let inhibitor = SleepInhibitor()
     private let resolved = ResolvedPathBox()
     private let lock = NSLock()
     private var workers: [BusWorker] = []
 
+    /// `wantsSleepInhibitor` says whether a sleep inhibitor is wanted now (the owner's vault is
+    /// unlocked); it is asked on the system-bus thread before each one is taken.
     public init(configuration: LockWatcherConfiguration = LockWatcherConfiguration(),
                 onLock: @escaping @Sendable (LockReason) -> Void,
-                log: @escaping @Sendable (String) -> Void) {
+                log: @escaping @Sendable (String) -> Void,
+                wantsSleepInhibitor: @escaping @Sendable () -> Bool = { true }) {
         self.configuration = configuration
         self.onLock = onLock
         self.log = log
+        self.wantsSleepInhibitor = wantsSleepInhibitor
     }
 
     deinit { stop() }
@@ -31,7 +36,8 @@ public final class BusLockWatcher: @unchecked Sendable {
         guard workers.isEmpty else { return }
         let system = BusWorker(address: configuration.systemBusAddress, system: true,
                                handler: LogindHandler(configuration: configuration, inhibitor: inhibitor,
-                                                      resolved: resolved, onLock: onLock, log: log),
+                                                      resolved: resolved, wantsSleepInhibitor: wantsSleepInhibitor,
+                                                      onLock: onLock, log: log),
                                onLock: onLock, log: log)
         let session = BusWorker(address: configuration.sessionBusAddress, system: false,
                                 handler: ScreenSaverHandler(onLock: onLock, log: log), onLock: onLock, log: log)
@@ -56,9 +62,19 @@ public final class BusLockWatcher: @unchecked Sendable {
     }
 
     /// Closes the delay-inhibitor fd so logind may suspend. Call after keys are evicted on
-    /// `.prepareForSleep`. A new one is taken after PrepareForSleep(false).
+    /// `.prepareForSleep`. A new one is taken after PrepareForSleep(false), when logind
+    /// (re)appears on the bus, or on `takeSleepInhibitor()`, each time only if
+    /// `wantsSleepInhibitor()`.
     public func releaseSleepInhibitor() {
         if inhibitor.release() { log("released the sleep inhibitor") }
+    }
+
+    /// Asks the system-bus thread to take a sleep inhibitor if none is held, logind is there
+    /// and `wantsSleepInhibitor()` (call when that becomes true: the vault was unlocked).
+    /// Returns at once; the inhibitor is taken on that thread.
+    public func takeSleepInhibitor() {
+        let system = lock.withLock { workers.first { $0.busName == "system" } }
+        system?.requestRearm()
     }
 
     /// The buses ("system", "session") that could not be reached at `start()` and are not

@@ -11,10 +11,13 @@ protocol BusSignalHandler: AnyObject {
     func handle(_ message: BusMessage, on bus: SDBus)
     /// The connection dropped (before a reconnect, which calls `install` again).
     func connectionLost()
+    /// The owner asked for `BusWorker.requestRearm()`: take again what a lock gave up.
+    func rearm(on bus: SDBus)
 }
 
 extension BusSignalHandler {
     func connectionLost() {}
+    func rearm(on bus: SDBus) {}
 }
 
 /// One thread owning one sd-bus connection: connect, install, then process/poll until stopped.
@@ -29,6 +32,8 @@ final class BusWorker: @unchecked Sendable {
     private let onLock: @Sendable (LockReason) -> Void
     private let log: @Sendable (String) -> Void
     private let wake = WakePipe()
+    /// Wakes the poll for `handler.rearm` (a separate pipe: a byte on `wake` means stop).
+    private let rearmRequest = WakePipe()
     private let ready = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     /// Touched only on the worker thread.
@@ -67,6 +72,11 @@ final class BusWorker: @unchecked Sendable {
         wake.wake()
         let onOwnThread = threadLock.withLock { thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
         if !onOwnThread { finished.wait(); finished.signal() }
+    }
+
+    /// Has the thread call `handler.rearm` with its connection (at once, or once reconnected).
+    func requestRearm() {
+        rearmRequest.wake()
     }
 
     fileprivate func dispatch(_ raw: OpaquePointer) {
@@ -129,9 +139,14 @@ final class BusWorker: @unchecked Sendable {
                 return .lost
             }
             var fds = [pollfd(fd: sd_bus_get_fd(bus.raw), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus.raw)), revents: 0),
-                       pollfd(fd: wake.readFD, events: Int16(POLLIN), revents: 0)]
-            let p = poll(&fds, 2, pollTimeout(bus))
+                       pollfd(fd: wake.readFD, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: rearmRequest.readFD, events: Int16(POLLIN), revents: 0)]
+            let p = poll(&fds, 3, pollTimeout(bus))
             if fds[1].revents != 0 { return .stopped }
+            if fds[2].revents != 0 {
+                _ = rearmRequest.drain()
+                handler.rearm(on: bus)
+            }
             if p < 0 && errno != EINTR {
                 let what = "\(handler.busName) bus: poll failed: \(errnoText(errno))"
                 log("lost the \(what); reconnecting")

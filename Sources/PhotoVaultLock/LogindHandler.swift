@@ -10,6 +10,13 @@ enum Logind {
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
 }
 
+/// The bus itself, which announces names changing owner.
+enum BusDriver {
+    static let name = "org.freedesktop.DBus"
+    static let path = "/org/freedesktop/DBus"
+    static let interface = "org.freedesktop.DBus"
+}
+
 /// Thread-safe box for the session path the system-bus thread resolved.
 final class ResolvedPathBox: @unchecked Sendable {
     private let lock = NSLock()
@@ -22,6 +29,12 @@ final class ResolvedPathBox: @unchecked Sendable {
 
 /// System-bus side: logind session Lock / LockedHint, Manager sleep/shutdown/session removal,
 /// session discovery and the sleep delay inhibitor. Runs on the system-bus thread only.
+///
+/// logind may come after the watcher (a mount started early at boot) or restart under it
+/// (its inhibitor fd dies with it): NameOwnerChanged for its name is watched, and when it
+/// appears the session is looked up if it was not found, LockedHint read and the inhibitor
+/// taken. The inhibitor is only taken while `wantsSleepInhibitor()` (the vault is unlocked:
+/// after a lock it is given up on purpose); `rearm` takes it when that becomes true again.
 final class LogindHandler: BusSignalHandler {
     let busName = "system"
     private let configuration: LockWatcherConfiguration
@@ -29,41 +42,66 @@ final class LogindHandler: BusSignalHandler {
     private let log: @Sendable (String) -> Void
     private let inhibitor: SleepInhibitor
     private let resolved: ResolvedPathBox
-    /// Set when logind answered "no such name": then we stop calling it (one log line, not five).
+    private let wantsSleepInhibitor: @Sendable () -> Bool
+    /// Set when logind answered "no such name" or left the bus: then we stop calling it (one
+    /// log line, not five) until it appears.
     private var logindMissing = false
     private var sessionPath: String?
+    /// Whether the fail-safe match (a Lock on any session) is installed on this connection.
+    private var anySessionLockMatched = false
+    /// The match callback of the current connection, for matches added after `install`.
+    private var matchCallback: (callback: sd_bus_message_handler_t, userdata: UnsafeMutableRawPointer)?
 
     init(configuration: LockWatcherConfiguration, inhibitor: SleepInhibitor, resolved: ResolvedPathBox,
+         wantsSleepInhibitor: @escaping @Sendable () -> Bool,
          onLock: @escaping @Sendable (LockReason) -> Void, log: @escaping @Sendable (String) -> Void) {
         self.configuration = configuration
         self.inhibitor = inhibitor
         self.resolved = resolved
+        self.wantsSleepInhibitor = wantsSleepInhibitor
         self.onLock = onLock
         self.log = log
     }
 
     func install(on bus: SDBus, callback: sd_bus_message_handler_t, userdata: UnsafeMutableRawPointer) throws {
+        matchCallback = (callback, userdata)
+        anySessionLockMatched = false
+        // First, so that a logind appearing while the calls below fail is not missed.
+        try bus.addMatch("type='signal',sender='\(BusDriver.name)',path='\(BusDriver.path)',interface='\(BusDriver.interface)',member='NameOwnerChanged',arg0='\(Logind.name)'",
+                         callback: callback, userdata: userdata)
         sessionPath = resolveSessionPath(bus)
         resolved.path = sessionPath
-        let sender = "type='signal',sender='\(Logind.name)'"
-        try bus.addMatch("\(sender),path='\(Logind.managerPath)',interface='\(Logind.managerInterface)'",
+        try bus.addMatch("type='signal',sender='\(Logind.name)',path='\(Logind.managerPath)',interface='\(Logind.managerInterface)'",
                          callback: callback, userdata: userdata)
+        try addSessionMatches(bus)
+        // Matches are active; now read the state that may predate them.
+        if readLockedHint(bus) == true { onLock(.lockedHint) }
+        takeInhibitor(bus)
+    }
+
+    /// Lock and LockedHint of our session; without one, the fail-safe: a Lock for any session
+    /// locks us (until the session is found, see `logindAppeared`).
+    private func addSessionMatches(_ bus: SDBus) throws {
+        guard let match = matchCallback else { return }
+        let (callback, userdata) = match
+        let sender = "type='signal',sender='\(Logind.name)'"
         if let path = sessionPath {
-            try bus.addMatch("\(sender),path='\(path)',interface='\(Logind.sessionInterface)',member='Lock'",
-                             callback: callback, userdata: userdata)
+            if !anySessionLockMatched {
+                try bus.addMatch("\(sender),path='\(path)',interface='\(Logind.sessionInterface)',member='Lock'",
+                                 callback: callback, userdata: userdata)
+            }
             try bus.addMatch("\(sender),path='\(path)',interface='\(Logind.propertiesInterface)',member='PropertiesChanged',arg0='\(Logind.sessionInterface)'",
                              callback: callback, userdata: userdata)
         } else {
-            // Fail-safe: without our own path, a Lock for any session locks us.
             log("logind session not found; any session's Lock will lock the vault")
             try bus.addMatch("\(sender),path_namespace='\(logindSessionPathPrefix)',interface='\(Logind.sessionInterface)',member='Lock'",
                              callback: callback, userdata: userdata)
+            anySessionLockMatched = true
         }
-        // Matches are active; now read the state that may predate them.
-        if sessionPath != nil, !logindMissing, readLockedHint(bus) == true {
-            onLock(.lockedHint)
-        }
-        if configuration.takeSleepInhibitor { takeInhibitor(bus) }
+    }
+
+    func rearm(on bus: SDBus) {
+        takeInhibitor(bus)
     }
 
     /// The inhibitor was taken from the logind of the lost connection (which may have
@@ -79,7 +117,8 @@ final class LogindHandler: BusSignalHandler {
         do {
             switch (interface, member) {
             case (Logind.sessionInterface, "Lock"):
-                onLock(.sessionLock)
+                // The fail-safe match stays once the session is found: other sessions' Locks are dropped here.
+                if sessionPath == nil || message.path == sessionPath { onLock(.sessionLock) }
             case (Logind.propertiesInterface, "PropertiesChanged"):
                 let change = try message.readPropertiesChanged(boolProperty: "LockedHint")
                 guard change.interface == Logind.sessionInterface else { return }
@@ -89,7 +128,7 @@ final class LogindHandler: BusSignalHandler {
             case (Logind.managerInterface, "PrepareForSleep"):
                 if try message.readBool() {
                     onLock(.prepareForSleep)
-                } else if configuration.takeSleepInhibitor && !inhibitor.isHeld {
+                } else {
                     takeInhibitor(bus)   // resumed: arm again for the next suspend
                 }
             case (Logind.managerInterface, "PrepareForShutdown"):
@@ -98,12 +137,47 @@ final class LogindHandler: BusSignalHandler {
                 _ = try message.readString()
                 let path = try message.readString(type: BusType.objectPath)
                 if path == sessionPath { onLock(.shutdown) }
+            case (BusDriver.interface, "NameOwnerChanged"):
+                let name = try message.readString()
+                let oldOwner = try message.readString()
+                let newOwner = try message.readString()
+                guard name == Logind.name else { return }
+                if !oldOwner.isEmpty { logindLeft() }
+                if !newOwner.isEmpty { logindAppeared(bus) }
             default:
                 break
             }
         } catch {
             log("ignored malformed \(interface).\(member): \(error)")
         }
+    }
+
+    // MARK: - logind coming and going
+
+    /// logind stopped (or crashed): the inhibitor fd it gave is dead, and nothing answers.
+    private func logindLeft() {
+        logindMissing = true
+        let held = inhibitor.release()
+        log("logind left the system bus" + (held ? "; its sleep inhibitor is gone" : ""))
+    }
+
+    /// logind started (late at boot, or again after a restart): what `install` could not do
+    /// without it is done now.
+    private func logindAppeared(_ bus: SDBus) {
+        logindMissing = false
+        log("logind appeared on the system bus")
+        if sessionPath == nil, let path = resolveSessionPath(bus) {
+            sessionPath = path
+            resolved.path = path
+            do {
+                try addSessionMatches(bus)
+                log("logind session found; only its Lock locks the vault now")
+            } catch {
+                log("cannot watch the logind session: \(error)")
+            }
+        }
+        if readLockedHint(bus) == true { onLock(.lockedHint) }
+        takeInhibitor(bus)
     }
 
     // MARK: - Session discovery
@@ -147,7 +221,7 @@ final class LogindHandler: BusSignalHandler {
               name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
         else { return }
         logindMissing = true
-        log("logind is not running on the system bus: no sleep inhibitor, no session lookup")
+        log("logind is not running on the system bus: no sleep inhibitor, no session lookup until it starts")
     }
 
     private func readLockedHint(_ bus: SDBus) -> Bool? {
@@ -165,8 +239,10 @@ final class LogindHandler: BusSignalHandler {
 
     // MARK: - Sleep inhibitor
 
+    /// Takes the delay inhibitor unless one is held, logind is missing or the owner does not
+    /// want one now (the vault is locked).
     private func takeInhibitor(_ bus: SDBus) {
-        guard !logindMissing, !inhibitor.isHeld else { return }
+        guard configuration.takeSleepInhibitor, !logindMissing, !inhibitor.isHeld, wantsSleepInhibitor() else { return }
         do {
             let reply = try bus.call(destination: Logind.name, path: Logind.managerPath, interface: Logind.managerInterface,
                                      member: "Inhibit",

@@ -188,6 +188,90 @@ final class DBusRig {
     }
 
     deinit { stop() }
+
+    /// Starts a stand-in for systemd-logind on the system bus (see `ScriptedLogind`); the
+    /// n-th one of a test logs to logind-n.log.
+    func startLogind(_ n: Int = 1) throws -> ScriptedLogind {
+        try ScriptedLogind(address: systemAddress, log: directory + "/logind-\(n).log")
+    }
+}
+
+/// systemd-logind as far as the mount daemon uses it, in python3-dbus: owns
+/// org.freedesktop.login1 (so strict sender matches see its signals), answers GetSessionByPID,
+/// GetSession, Get(LockedHint) (false) and Inhibit (a pipe whose far end it watches), and emits
+/// Manager.PrepareForSleep when told to. Each call, and each inhibitor let go, is a line of its log.
+final class ScriptedLogind {
+    static let script = """
+        import os, sys, dbus, dbus.service, dbus.mainloop.glib
+        from gi.repository import GLib
+        dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+        address, session, logpath = sys.argv[1:4]
+        log = open(logpath, "a", buffering=1)
+        bus = dbus.bus.BusConnection(address)
+        M = "org.freedesktop.login1.Manager"
+        class Manager(dbus.service.Object):
+            @dbus.service.method(M, in_signature="u", out_signature="o")
+            def GetSessionByPID(self, pid):
+                log.write("GetSessionByPID\\n"); return session
+            @dbus.service.method(M, in_signature="s", out_signature="o")
+            def GetSession(self, which):
+                log.write("GetSession(%s)\\n" % which); return session
+            @dbus.service.method(M, in_signature="ssss", out_signature="h")
+            def Inhibit(self, what, who, why, mode):
+                r, w = os.pipe()
+                def released(fd, condition):
+                    log.write("released\\n"); os.close(fd); return False
+                GLib.io_add_watch(r, GLib.PRIORITY_DEFAULT, GLib.IO_HUP | GLib.IO_ERR | GLib.IO_IN, released)
+                fd = dbus.types.UnixFd(w)
+                os.close(w)
+                log.write("Inhibit(%s,%s)\\n" % (what, mode)); return fd
+            @dbus.service.signal(M, signature="b")
+            def PrepareForSleep(self, start): pass
+            @dbus.service.method("org.photovault.Test", in_signature="b")
+            def EmitPrepareForSleep(self, start): self.PrepareForSleep(start)
+        class Session(dbus.service.Object):
+            @dbus.service.method("org.freedesktop.DBus.Properties", in_signature="ss", out_signature="v")
+            def Get(self, interface, name):
+                log.write("Get(%s)\\n" % name); return dbus.Boolean(False, variant_level=1)
+        manager = Manager(bus, "/org/freedesktop/login1")
+        sessionObject = Session(bus, session)
+        name = dbus.service.BusName("org.freedesktop.login1", bus)
+        log.write("ready\\n")
+        GLib.MainLoop().run()
+        """
+
+    let address: String
+    let logPath: String
+    private let process: BackgroundProcess
+
+    /// Returns once it owns org.freedesktop.login1.
+    init(address: String, log: String) throws {
+        self.address = address
+        logPath = log
+        process = try BackgroundProcess(["/usr/bin/python3", "-c", Self.script, address, DBusRig.sessionPath, log],
+                                        output: log + ".out")
+        guard Harness.waitUntil(10, { calls.contains("ready") }) else {
+            process.stop()
+            throw RigError.spawn("fake logind did not start: \(process.output)")
+        }
+    }
+
+    /// The lines of its log: "ready", then the calls ("GetSessionByPID", "Inhibit(sleep,delay)",
+    /// "Get(LockedHint)" ...) and "released" for each inhibitor let go, in order.
+    var calls: [String] {
+        ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// Manager.PrepareForSleep(value), sent by this logind (returns once it is sent).
+    func prepareForSleep(_ value: Bool, file: StaticString = #filePath, line: UInt = #line) {
+        let r = Harness.run(["/usr/bin/dbus-send", "--bus=\(address)", "--type=method_call", "--print-reply",
+                             "--dest=org.freedesktop.login1", "/org/freedesktop/login1",
+                             "org.photovault.Test.EmitPrepareForSleep", "boolean:\(value)"], timeout: 10)
+        XCTAssertEqual(r.status, 0, "EmitPrepareForSleep: \(r.stderr)", file: file, line: line)
+    }
+
+    /// Kills it (SIGTERM), as `systemctl stop systemd-logind` does; its name leaves the bus.
+    func stop() { process.stop() }
 }
 
 /// Facts about a live mount's daemon, from `photovault status`.

@@ -5,12 +5,13 @@ import XCTest
 /// `--idle`, and the desktop's D-Bus signals on private buses. With the default
 /// `--on-lock unmount`, each must end in the mount disappearing and the daemon exiting.
 final class LockSourceTests: XCTestCase {
-    /// Mounts with D-Bus watching on (no --no-dbus) against the rig's buses.
-    static func mountWatched(_ s: Sandbox, _ rig: DBusRig, name: String, extra: [String] = [],
+    /// Mounts with D-Bus watching on (no --no-dbus) against the rig's buses; `env` overrides
+    /// the rig's environment.
+    static func mountWatched(_ s: Sandbox, _ rig: DBusRig, name: String, extra: [String] = [], env extraEnv: [String: String] = [:],
                              file: StaticString = #filePath, line: UInt = #line) -> String {
         let mp = s.root + "/" + name
         try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        let env = s.env.merging(rig.environment) { _, b in b }
+        let env = s.env.merging(rig.environment) { _, b in b }.merging(extraEnv) { _, b in b }
         let r = Harness.pv(["mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile] + extra, env: env)
         XCTAssertEqual(r.status, 0, "mount: \(r.stderr)", file: file, line: line)
         XCTAssertFalse(r.stderr.contains("warning"), "both buses are there: \(r.stderr)", file: file, line: line)
@@ -229,6 +230,67 @@ final class LockSourceTests: XCTestCase {
             XCTAssertTrue(Harness.isMounted(mp), "\(label): an unrelated or 'unlocked' signal locked the vault")
             Self.assertLockUnmounts(s, mp, label) { _ in send() }
         }
+    }
+
+    /// A mount that came up before logind (early at boot, or while logind restarted) took
+    /// no sleep inhibitor and found no session, for as long as it was mounted: a suspend
+    /// locked it only if PrepareForSleep came, and nothing made logind wait for the keys to
+    /// be gone. Now the logind that appears is asked for the session (the mount has no session
+    /// path in its environment here) and for the inhibitor, and its PrepareForSleep(true)
+    /// unmounts the vault, the inhibitor being let go once the keys are gone.
+    func testALogindThatComesAfterTheMountGetsItsInhibitor() throws {
+        let s = Sandbox("lock-late-logind")
+        s.initStore()
+        let rig = try DBusRig(directory: s.root + "/bus")
+        defer { rig.stop() }
+        let mp = Self.mountWatched(s, rig, name: "mnt", env: ["PHOTOVAULT_SESSION_PATH": "", "XDG_SESSION_ID": ""])
+        writeSample(mp)
+        let logind = try rig.startLogind()
+        defer { logind.stop() }
+        XCTAssertTrue(Harness.waitUntil(5) { logind.calls.contains("Inhibit(sleep,delay)") }, "\(logind.calls)")
+        XCTAssertEqual(logind.calls.filter { $0.hasPrefix("GetSession") }, ["GetSessionByPID"])
+        XCTAssertTrue(logind.calls.contains("Get(LockedHint)"), "\(logind.calls)")
+        Self.assertLockUnmounts(s, mp, "PrepareForSleep(true) from a logind that came after the mount") { _ in
+            logind.prepareForSleep(true)
+        }
+        XCTAssertTrue(Harness.waitUntil(5) { logind.calls.contains("released") }, "\(logind.calls)")
+    }
+
+    /// logind restarting under a mount (its inhibitor fd dies with it) is asked for a new
+    /// inhibitor while the vault is unlocked; while it is locked (`--on-lock stay`) none is
+    /// taken, as after a lock before sleep, and `photovault unlock` takes it.
+    func testARestartedLogindGivesAnInhibitorOnlyWhileUnlocked() throws {
+        let s = Sandbox("lock-logind-restart")
+        s.initStore()
+        let rig = try DBusRig(directory: s.root + "/bus")
+        defer { rig.stop() }
+        let first = try rig.startLogind(1)
+        defer { first.stop() }
+        let mp = Self.mountWatched(s, rig, name: "mnt", extra: ["--on-lock", "stay"])
+        writeSample(mp)
+        XCTAssertTrue(Harness.waitUntil(5) { first.calls.contains("Inhibit(sleep,delay)") }, "\(first.calls)")
+        first.stop()
+        let second = try rig.startLogind(2)
+        defer { second.stop() }
+        XCTAssertTrue(Harness.waitUntil(5) { second.calls.contains("Inhibit(sleep,delay)") },
+                      "no inhibitor from the restarted logind: \(second.calls)")
+        XCTAssertEqual(s.pv(["lock", mp]).status, 0)
+        XCTAssertEqual(MountProbe.state(s, mp), "locked")
+        second.stop()
+        let third = try rig.startLogind(3)
+        defer { third.stop() }
+        // It reads LockedHint, then would ask for the inhibitor at once.
+        XCTAssertTrue(Harness.waitUntil(5) { third.calls.contains("Get(LockedHint)") }, "\(third.calls)")
+        usleep(500_000)
+        XCTAssertFalse(third.calls.contains("Inhibit(sleep,delay)"), "an inhibitor taken while locked: \(third.calls)")
+        let unlock = s.pv(["unlock", mp, "--user", "alice", "--passfile", s.passfile])
+        XCTAssertEqual(unlock.status, 0, unlock.stderr)
+        XCTAssertTrue(Harness.waitUntil(5) { third.calls.contains("Inhibit(sleep,delay)") }, "no inhibitor after the unlock: \(third.calls)")
+        third.prepareForSleep(true)
+        XCTAssertTrue(Harness.waitUntil(5) { MountProbe.state(s, mp) == "locked" }, "PrepareForSleep(true) did not lock")
+        XCTAssertTrue(Harness.waitUntil(5) { third.calls.contains("released") }, "\(third.calls)")
+        XCTAssertNil(try? String(contentsOfFile: mp + "/a.jpg", encoding: .utf8), "a complete file is readable after the sleep lock")
+        s.unmount(mp)
     }
 
     /// Lock events never unlock: after a D-Bus lock of a `--on-lock stay` mount, the session's

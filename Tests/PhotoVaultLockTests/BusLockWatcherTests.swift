@@ -38,13 +38,15 @@ final class BusLockWatcherTests: XCTestCase {
     @discardableResult
     private func startWatcher(systemAddress: String? = nil, sessionPath: String? = nil,
                               environment: [String: String] = ["XDG_SESSION_ID": "1"],
-                              inhibitor: Bool = false) -> BusLockWatcher {
+                              inhibitor: Bool = false,
+                              wantsSleepInhibitor: @escaping @Sendable () -> Bool = { true }) -> BusLockWatcher {
         let config = LockWatcherConfiguration(systemBusAddress: systemAddress ?? systemBus.address,
                                               sessionBusAddress: sessionBus.address,
                                               sessionPath: sessionPath, takeSleepInhibitor: inhibitor,
                                               environment: environment)
         let rec = recorder
-        let w = BusLockWatcher(configuration: config, onLock: { rec.record($0) }, log: { rec.log($0) })
+        let w = BusLockWatcher(configuration: config, onLock: { rec.record($0) }, log: { rec.log($0) },
+                               wantsSleepInhibitor: wantsSleepInhibitor)
         w.start()
         watcher = w
         return w
@@ -268,6 +270,75 @@ final class BusLockWatcherTests: XCTestCase {
         XCTAssertTrue(waitUntil { self.watcher?.holdsSleepInhibitor == true }, "no inhibitor from the new logind")
     }
 
+    // MARK: - logind coming later, or again
+
+    private var inhibitCalls: Int { fake?.methodCalls.filter { $0.hasPrefix("Inhibit(") }.count ?? 0 }
+
+    /// A mount started before logind (early at boot) had no sleep inhibitor and no session
+    /// for ever: a suspend locked it only when PrepareForSleep came, with nothing to make
+    /// logind wait for the keys to go. Now the logind that appears is asked for both.
+    func testALogindThatComesLaterGivesTheInhibitorAndTheSession() throws {
+        let w = startWatcher(environment: [:], inhibitor: true)
+        XCTAssertNil(w.resolvedSessionPath)
+        XCTAssertFalse(w.holdsSleepInhibitor)
+        let f = try startFake()
+        XCTAssertTrue(waitUntil { w.holdsSleepInhibitor }, "no inhibitor from the logind that came later: \(f.methodCalls), \(recorder.logLines)")
+        XCTAssertEqual(w.resolvedSessionPath, Self.path1)
+        XCTAssertEqual(f.methodCalls.first, "GetSessionByPID(\(getpid()))")
+        XCTAssertTrue(f.methodCalls.contains("Get(LockedHint)"), "\(f.methodCalls)")
+        XCTAssertEqual(inhibitCalls, 1)
+        // Our session's LockedHint is watched now; another session's Lock no longer locks.
+        f.emit(.lockSession("/org/freedesktop/login1/session/_32"))
+        expectFromFake(.lockedHint(true), .lockedHint)
+        expectFromFake(.lock, .sessionLock)
+        XCTAssertEqual(recorder.reasons, [.lockedHint, .sessionLock], "exactly once each, none for the other session")
+        expectFromFake(.prepareForSleep(true), .prepareForSleep)
+        w.releaseSleepInhibitor()
+        XCTAssertTrue(waitUntil { f.inhibitorsReleased == 1 })
+    }
+
+    /// A restarted logind (its inhibitor fd died with it) gives a new inhibitor; the session,
+    /// known already, is not looked up again. The old one is dropped when logind leaves.
+    func testARestartedLogindGivesANewInhibitor() throws {
+        let first = try startFake()
+        let w = startWatcher(environment: [:], inhibitor: true)
+        XCTAssertTrue(w.holdsSleepInhibitor)
+        first.stop()
+        fake = nil
+        XCTAssertTrue(waitUntil { !w.holdsSleepInhibitor }, "the inhibitor of the logind that left is still held")
+        let second = try startFake()
+        XCTAssertTrue(waitUntil { w.holdsSleepInhibitor }, "no inhibitor from the restarted logind: \(second.methodCalls), \(recorder.logLines)")
+        XCTAssertEqual(inhibitCalls, 1)
+        XCTAssertFalse(second.methodCalls.contains { $0.hasPrefix("GetSession") }, "\(second.methodCalls)")
+        XCTAssertEqual(w.resolvedSessionPath, Self.path1)
+        expectFromFake(.prepareForSleep(true), .prepareForSleep)
+        w.releaseSleepInhibitor()
+        XCTAssertTrue(waitUntil { second.inhibitorsReleased == 1 })
+        XCTAssertEqual(recorder.reasons, [.prepareForSleep])
+    }
+
+    /// While the owner wants no inhibitor (its vault is locked) none is taken, neither from a
+    /// logind that appears nor on resume; `takeSleepInhibitor()` takes it once it is wanted.
+    func testNoInhibitorWhileNotWantedUntilAskedAgain() throws {
+        let wanted = LockedFlag()
+        let w = startWatcher(environment: [:], inhibitor: true, wantsSleepInhibitor: { wanted.value })
+        let f = try startFake()
+        expectFromFake(.lock, .sessionLock)   // sent after logind appeared: that has been handled
+        XCTAssertEqual(w.resolvedSessionPath, Self.path1, "the session is looked up all the same")
+        f.emit(.prepareForSleep(false))
+        f.emit(.lockSession(Self.path1))
+        XCTAssertTrue(waitUntil { self.recorder.reasons.count == 2 }, "\(recorder.reasons)")
+        XCTAssertEqual(inhibitCalls, 0, "\(f.methodCalls)")
+        XCTAssertFalse(w.holdsSleepInhibitor)
+        wanted.value = true
+        w.takeSleepInhibitor()
+        XCTAssertTrue(waitUntil { w.holdsSleepInhibitor }, "\(f.methodCalls), \(recorder.logLines)")
+        w.takeSleepInhibitor()   // one is held: no second
+        recorder.clear()
+        expectFromFake(.lockSession(Self.path1), .sessionLock)
+        XCTAssertEqual(inhibitCalls, 1, "\(f.methodCalls)")
+    }
+
     func testMissingSystemBusIsOneLogLineAndSessionBusStillWorks() throws {
         let w = startWatcher(systemAddress: "unix:path=\(systemBus.directory)/missing.sock")
         XCTAssertNil(w.resolvedSessionPath)
@@ -333,6 +404,15 @@ final class BusLockWatcherTests: XCTestCase {
             try dbusSend(bus: systemBus.address, sender: "org.freedesktop.login1",
                          path: "/org/freedesktop/login1/session/_34", member: "org.freedesktop.login1.Session.Lock")
         }
+    }
+}
+
+final class LockedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var flag = false
+    var value: Bool {
+        get { lock.withLock { flag } }
+        set { lock.withLock { flag = newValue } }
     }
 }
 

@@ -9,6 +9,8 @@ import Glibc
 final class FakeLogind: @unchecked Sendable {
     enum Signal {
         case lock, unlock
+        /// Session.Lock for another session's object.
+        case lockSession(String)
         case lockedHint(Bool)
         case prepareForSleep(Bool)
         case prepareForShutdown(Bool)
@@ -210,6 +212,8 @@ final class FakeLogind: @unchecked Sendable {
             var member = "Unlock"
             if case .lock = signal { member = "Lock" }
             sd_bus_message_new_signal(bus, &m, sessionPath, "org.freedesktop.login1.Session", member)
+        case .lockSession(let path):
+            sd_bus_message_new_signal(bus, &m, path, "org.freedesktop.login1.Session", "Lock")
         case .prepareForSleep(let on), .prepareForShutdown(let on):
             let member: String
             if case .prepareForSleep = signal { member = "PrepareForSleep" } else { member = "PrepareForShutdown" }

@@ -27,6 +27,9 @@ final class LockController: @unchecked Sendable {
     private var graceDeadline = Double.infinity
     /// Called once keys are gone before sleep, to release the logind delay inhibitor.
     var releaseSleepInhibitor: (@Sendable () -> Void)?
+    /// Called after a successful `unlock`, once the state says unlocked: a delay inhibitor
+    /// is wanted again (one not taken while locked, e.g. from a logind that restarted).
+    var takeSleepInhibitor: (@Sendable () -> Void)?
     /// Called when an `unlock` succeeds, just before the state becomes unlocked (restarts the
     /// idle timer: it fired for the lock, or while locked, and was then ignored).
     var onUnlocked: (@Sendable () -> Void)?
@@ -160,6 +163,7 @@ final class LockController: @unchecked Sendable {
         onUnlocked?()
         setState(.unlocked)
         log("unlocked")
+        takeSleepInhibitor?()
         return .unlocked
     }
 

@@ -145,9 +145,13 @@ enum MountDaemon {
         }
         var bus: BusLockWatcher? = nil
         if settings.useDBus {
+            // A delay inhibitor only while unlocked: after a lock it is given up on purpose,
+            // and one from a logind that (re)appears meanwhile is taken at the unlock.
             let w = BusLockWatcher(configuration: LockWatcherConfiguration(takeSleepInhibitor: true),
-                                   onLock: handler, log: log)
+                                   onLock: handler, log: log,
+                                   wantsSleepInhibitor: { controller.currentState == .unlocked })
             controller.releaseSleepInhibitor = { w.releaseSleepInhibitor() }
+            controller.takeSleepInhibitor = { w.takeSleepInhibitor() }
             w.start()
             bus = w
             if let warning = Self.busWarning(unreachable: w.unreachableBuses) {
