@@ -165,8 +165,11 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         return tree.xattrs.plainName(Self.stored(backing))
     }
 
+    /// E2BIG above `XattrCodec.maxValueSize`, as the kernel answers for a sealed value over
+    /// its limit, before any sealing.
     func sealXattrValue(_ plain: [UInt8], name: [UInt8]) throws -> [UInt8] {
-        tree.xattrs.sealValue(plain, storedName: Self.stored(try sealXattrName(name)))
+        guard plain.count <= XattrCodec.maxValueSize else { throw FSError.posix(E2BIG) }
+        return tree.xattrs.sealValue(plain, storedName: Self.stored(try sealXattrName(name)))
     }
 
     func openXattrValue(_ sealed: [UInt8], name: [UInt8]) throws -> [UInt8] {

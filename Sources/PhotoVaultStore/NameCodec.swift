@@ -137,6 +137,11 @@ public enum LinkTarget {
 /// xattr domain; the value is XChaCha20-Poly1305(metadata key, value, ad = stored name).
 public struct XattrCodec: Sendable {
     public static let storedPrefix = "user.pv."
+    /// The largest value the mount accepts: the sealed value (nonce, ciphertext, tag) is one
+    /// backing xattr, which Linux caps at XATTR_SIZE_MAX (65,536 bytes) on every file system;
+    /// the format has no way to split a value. The backing file system may hold less (ext4
+    /// without `ea_inode`: all of a file's attributes share one 4 KiB block).
+    public static let maxValueSize = 65536 - SecretBox.overhead
     static let domain: [UInt8] = Array("PVxattr".utf8) + [UInt8](repeating: 0, count: 9)
     let names: NameCipher
     let key: SecureBytes
