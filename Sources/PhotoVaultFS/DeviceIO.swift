@@ -9,9 +9,10 @@ import Synchronization
 /// (`file_remove_privs`), so a 4 KiB random write costs two round trips. With it the kernel
 /// marks the superblock `SB_NOSEC`, asks once per inode and remembers the answer (`S_NOSEC`).
 /// In exchange the filesystem must drop setuid/setgid bits and file capabilities on write,
-/// truncate and chown. This filesystem never has any: it stores no `security.*` attributes
-/// (only `user.*`), and it never keeps setuid/setgid bits on regular files (see
-/// `VaultFileSystem.fileModeBits`). So there is nothing to drop, and the promise holds.
+/// truncate and chown. This filesystem never has any: it refuses to store
+/// `security.capability` (`EncryptedBackend.sealXattrName`; other `security.*` and
+/// `trusted.*` attributes are stored), and it never keeps setuid/setgid bits on regular
+/// files (see `VaultFileSystem.fileModeBits`). So there is nothing to drop, and the promise holds.
 ///
 /// libfuse hands every request to `read` and every reply to `writev` here (`fuse_session_custom_io`
 /// on the descriptor `fuse_session_mount` opened). `read` counts requests by opcode (tests and

@@ -152,10 +152,15 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         try LinkTarget.open(sealed, keyring: keyring)
     }
 
-    /// Only the `user.` namespace is stored (sealed); security., trusted. and system. (ACLs)
-    /// would need the kernel to read them in the clear.
+    /// `user.`, `trusted.` and `security.` attributes are stored, all sealed the same way
+    /// (FORMAT.md section 8): the kernel decides who may read and write each namespace
+    /// before a request reaches the mount. Refused (EOPNOTSUPP): `system.` (POSIX ACLs),
+    /// which the kernel would have to read in the clear to enforce, and
+    /// `security.capability`, which the `nosuid` mount would never honour and which the
+    /// mount promises the kernel never to hold (`DeviceIO`, FUSE_HANDLE_KILLPRIV_V2).
     func sealXattrName(_ plain: [UInt8]) throws -> [UInt8] {
-        guard plain.starts(with: Self.userNamespace) else { throw FSError.notSupported }
+        guard plain != Self.fileCapability,
+              Self.storedNamespaces.contains(where: { plain.starts(with: $0) }) else { throw FSError.notSupported }
         return Array(tree.xattrs.storedName(plain).utf8)
     }
 
@@ -176,7 +181,8 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         try tree.xattrs.openValue(sealed, storedName: Self.stored(try sealXattrName(name)))
     }
 
-    private static let userNamespace = Array("user.".utf8)
+    private static let storedNamespaces = ["user.", "trusted.", "security."].map { Array($0.utf8) }
+    private static let fileCapability = Array("security.capability".utf8)
     private static func stored(_ b: [UInt8]) -> String { String(decoding: b, as: UTF8.self) }
 
     func canOpen(_ cls: ProtectionClass) -> Bool { keyring.canOpen(cls) }

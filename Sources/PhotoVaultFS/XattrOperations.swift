@@ -139,8 +139,13 @@ extension VaultFileSystem {
             let node = try table.require(ino)
             var names = virtualNames(node).map { Array($0.utf8) }
             var damaged = false
+            var listsTrusted: Bool?   // asked once, when the first trusted.* name comes
             for b in try Self.listXattrs(node.fd) {
                 if let plain = backend.openXattrName(b) {
+                    if plain.starts(with: Self.trustedPrefix) {
+                        if listsTrusted == nil { listsTrusted = CallerCapabilities.holds(CallerCapabilities.sysAdmin, req) }
+                        if listsTrusted == false { continue }
+                    }
                     names.append(plain)
                 } else if b.starts(with: Self.storedPrefix) {
                     damaged = true   // one of ours whose name fails authentication: hidden
@@ -179,6 +184,8 @@ extension VaultFileSystem {
     }
 
     private static let storedPrefix = Array(XattrCodec.storedPrefix.utf8)
+    /// Listed only to callers holding CAP_SYS_ADMIN (`CallerCapabilities`).
+    private static let trustedPrefix = Array("trusted.".utf8)
 
     /// An attribute the listing hides because its name fails authentication (fsck reports
     /// it `xattrDamaged`): one line per inode, the path only where paths may be logged.

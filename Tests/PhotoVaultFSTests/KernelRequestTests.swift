@@ -56,9 +56,9 @@ final class KernelRequestTests: XCTestCase {
         XCTAssertEqual(modes.trimmingCharacters(in: .whitespacesAndNewlines), "0")
     }
 
-    func testSecurityAttributesAreNotStored() throws {
+    func testFileCapabilitiesAreNotStored() throws {
         let r = h.shellStatus(#"echo x > "$M/f"; setfattr -n security.capability -v 0sAQAAAgAgAAAAAAAAAAAAAAAAAAA= "$M/f""#)
-        XCTAssertNotEqual(r.status, 0, "a security.* attribute must be refused")
+        XCTAssertNotEqual(r.status, 0, "security.capability must be refused (the HANDLE_KILLPRIV_V2 promise)")
         XCTAssertTrue(r.err.contains("not supported"), r.err)
     }
 

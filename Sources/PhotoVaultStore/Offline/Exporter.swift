@@ -356,12 +356,15 @@ public final class Exporter {
         }
 
         /// Opens the vault entry's sealed `user.pv.*` attributes onto the local copy. A
-        /// local filesystem without user xattrs just does not get them.
+        /// local filesystem without user xattrs just does not get them. Only `user.*`
+        /// names, as import takes only those: `trusted.*` and `security.*` ones (stored by a
+        /// mount, for root's `rsync -aX`) would need privileges export does not ask for.
         func exportXattrs(from src: Int32, to dst: Int32, display: String) throws {
             for stored in try OfflineXattr.storedNames(src) where stored.hasPrefix(XattrCodec.storedPrefix) {
                 guard let plain = tree.xattrs.plainName(stored) else {
                     throw StoreError.integrity(path: display, detail: "an extended attribute name failed authentication")
                 }
+                guard plain.starts(with: Array("user.".utf8)) else { continue }
                 let value: [UInt8]
                 do { value = try tree.xattrs.openValue(try OfflineXattr.get(src, stored), storedName: stored) }
                 catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: display, detail: d) }
