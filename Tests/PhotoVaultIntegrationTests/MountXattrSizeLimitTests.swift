@@ -75,3 +75,32 @@ final class MountXattrSizeLimitTests: XCTestCase {
         sb.unmount(mp)
     }
 }
+
+/// Offline import holds values to the same limit, and says which attribute is too large.
+final class OfflineXattrSizeLimitTests: XCTestCase {
+    func testImportRefusesAValueOverTheLimitNamingTheAttribute() throws {
+        XCTAssertEqual(getuid(), 0, "tmpfs mounts need root")
+        let sb = Sandbox("pv-xattr-size-import")
+        let src = sb.plainDir("src")
+        sb.ok("mkdir \(Sandbox.quote(sb.store)) && mount -t tmpfs -o size=16m tmpfs \(Sandbox.quote(sb.store)) "
+              + "&& mount -t tmpfs -o size=4m tmpfs \(Sandbox.quote(src))")
+        defer { _ = Harness.run(["umount", "-l", sb.store]); _ = Harness.run(["umount", "-l", src]) }
+        sb.initStore()
+        sb.ok("mkdir \(Sandbox.quote(src))/fits \(Sandbox.quote(src))/over && printf x > \(Sandbox.quote(src))/fits/a.jpg "
+              + "&& printf y > \(Sandbox.quote(src))/over/b.jpg")
+        for (file, size) in [("fits/a.jpg", MountXattrSizeLimitTests.limit), ("over/b.jpg", 65_536)] {
+            sb.ok("python3 -c 'import os, sys; os.setxattr(sys.argv[1], \"user.big\", os.urandom(int(sys.argv[2])))' "
+                  + "\(Sandbox.quote(src + "/" + file)) \(size)")
+        }
+        let fits = OfflineCommandTests.pv(sb, ["import", src + "/fits", "/in"])
+        XCTAssertEqual(fits.status, 0, fits.stderr)
+        let over = OfflineCommandTests.pv(sb, ["import", src + "/over", "/in"])
+        assertFailure(over, 1, "photovault: cannot import \(src)/over/b.jpg: set the extended attribute user.big: Argument list too long")
+
+        let mp = sb.mount()
+        XCTAssertEqual(sb.ok("getfattr --only-values -n user.big \(Sandbox.quote(mp))/in/fits/a.jpg | wc -c"),
+                       "\(MountXattrSizeLimitTests.limit)\n")
+        XCTAssertEqual(sb.ok("ls \(Sandbox.quote(mp))/in/over"), "")
+        sb.unmount(mp)
+    }
+}

@@ -420,8 +420,13 @@ public final class Importer {
         func importXattrs(from src: Int32, to dst: Int32) throws {
             for name in try OfflineXattr.names(src) where Importer.importsXattr(name) {
                 let value = try OfflineXattr.get(src, name)
+                // A failure names the attribute as the source has it, not its sealed name;
+                // over the format's limit it is E2BIG, as on the mount (FORMAT.md section 8).
+                let context = "set the extended attribute \(String(decoding: name, as: UTF8.self))"
+                guard value.count <= XattrCodec.maxValueSize else { throw StoreError.posix(context, E2BIG) }
                 let stored = tree.xattrs.storedName(name)
-                try OfflineXattr.set(dst, stored, tree.xattrs.sealValue(value, storedName: stored))
+                do { try OfflineXattr.set(dst, stored, tree.xattrs.sealValue(value, storedName: stored)) }
+                catch StoreError.io(let e, _) { throw StoreError.posix(context, e) }
             }
         }
     }
