@@ -28,10 +28,14 @@ public enum CryptoError: Error, Equatable, CustomStringConvertible {
 extension CryptoError {
     /// The one line that explains `memoryNotLocked`, with the limit in force.
     public static var memoryNotLockedMessage: String {
-        var lim = rlimit()
-        let limit = getrlimit(__rlimit_resource_t(__RLIMIT_MEMLOCK.rawValue), &lim) == 0 && lim.rlim_cur != rlim_t.max
-            ? "\(lim.rlim_cur / 1024) KiB" : "reached"
-        return "keys cannot be kept in locked memory: the locked-memory limit (ulimit -l) is \(limit); "
+        "keys cannot be kept in locked memory: the locked-memory limit (ulimit -l) is \(lockedMemoryLimit ?? "reached"); "
             + "raise it to at least 1024 KiB or run with CAP_IPC_LOCK"
+    }
+
+    /// This process's locked-memory limit (RLIMIT_MEMLOCK) as "N KiB"; nil when unlimited.
+    public static var lockedMemoryLimit: String? {
+        var lim = rlimit()
+        return getrlimit(__rlimit_resource_t(__RLIMIT_MEMLOCK.rawValue), &lim) == 0 && lim.rlim_cur != rlim_t.max
+            ? "\(lim.rlim_cur / 1024) KiB" : nil
     }
 }

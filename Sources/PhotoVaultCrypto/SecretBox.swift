@@ -91,11 +91,12 @@ public enum SealedBox {
     public static let secretKeySize = Int(crypto_box_SECRETKEYBYTES)   // 32
     public static let overhead = Int(crypto_box_PUBLICKEYBYTES + crypto_box_MACBYTES)  // crypto_box_SEALBYTES = 48
 
-    /// Deterministic key pair from a 32-byte seed.
-    public static func keyPair(seed: SecureBytes) -> (publicKey: [UInt8], secretKey: SecureBytes) {
+    /// Deterministic key pair from a 32-byte seed. Throws `CryptoError.memoryNotLocked` when
+    /// no locked memory can be had for the secret key.
+    public static func keyPair(seed: SecureBytes) throws -> (publicKey: [UInt8], secretKey: SecureBytes) {
         Sodium.ensureInitialised()
         var pk = [UInt8](repeating: 0, count: publicKeySize)
-        let sk = SecureBytes(count: secretKeySize)
+        let sk = try SecureBytes(lockedCount: secretKeySize)
         pk.withUnsafeMutableBytes { p in
             sk.withUnsafeMutableBytes { s in
                 seed.withUnsafeBytes { sd in

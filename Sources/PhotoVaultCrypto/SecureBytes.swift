@@ -76,6 +76,12 @@ public final class SecureBytes: @unchecked Sendable {
         pointer!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
     }
 
+    /// Copies `bytes` in; throws as `init(lockedCount:)`. The caller should wipe its own copy.
+    public convenience init(lockedCopying bytes: UnsafeRawBufferPointer) throws {
+        try self.init(lockedCount: bytes.count)
+        pointer!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+    }
+
     public convenience init(copying bytes: [UInt8]) {
         self.init(count: bytes.count)
         bytes.withUnsafeBytes { pointer!.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }

@@ -2,13 +2,14 @@ import CSodium
 
 /// Domain-separated subkeys from one master key (libsodium `crypto_kdf`, BLAKE2b).
 public enum SubkeyDerivation {
-    /// Derives a 32-byte subkey. `context` must be exactly 8 ASCII bytes.
-    public static func derive(from master: SecureBytes, id: UInt64, context: String) -> SecureBytes {
+    /// Derives a 32-byte subkey. `context` must be exactly 8 ASCII bytes. Throws
+    /// `CryptoError.memoryNotLocked` when no locked memory can be had for it.
+    public static func derive(from master: SecureBytes, id: UInt64, context: String) throws -> SecureBytes {
         Sodium.ensureInitialised()
         precondition(master.count == Int(crypto_kdf_KEYBYTES))
         let ctx = Array(context.utf8)
         precondition(ctx.count == Int(crypto_kdf_CONTEXTBYTES))
-        let out = SecureBytes(count: 32)
+        let out = try SecureBytes(lockedCount: 32)
         out.withUnsafeMutableBytes { o in
             master.withUnsafeBytes { m in
                 ctx.withUnsafeBytes { c in

@@ -3,10 +3,7 @@ import Glibc
 /// Every key of one unlocked account, in secure memory, derived from the account's master
 /// key (which is wiped as soon as the keyring is built). Thread-safe: a read-write lock
 /// guards the class keys so `lock()` never frees a key another thread is using.
-///
-/// Derivation (FORMAT.md, "Key hierarchy"): `crypto_kdf_derive_from_key(id, "PVacct01", master)`
-///   1 complete, 2 complete-unless-open X25519 seed, 3 until-first-auth, 4 none,
-///   5 name SIV MAC key, 6 name stream key, 7 metadata key (symlink targets, xattr values)
+/// Derivation: `AccountKeys` (FORMAT.md, "Key hierarchy").
 public final class UserKeyring: @unchecked Sendable {
     public static let context = "PVacct01"
 
@@ -21,21 +18,17 @@ public final class UserKeyring: @unchecked Sendable {
     public let metadataKey: SecureBytes
     private(set) public var isLocked = false
 
-    public init(masterKey: SecureBytes) {
+    /// Throws `CryptoError.memoryNotLocked`, holding no key, when locked memory runs out.
+    public init(masterKey: SecureBytes) throws {
+        let keys = try AccountKeys(masterKey: masterKey, context: UserKeyring.context)
         pthread_rwlock_init(&rw, nil)
-        let ctx = UserKeyring.context
-        classKeys[.complete] = SubkeyDerivation.derive(from: masterKey, id: 1, context: ctx)
-        let seed = SubkeyDerivation.derive(from: masterKey, id: 2, context: ctx)
-        let pair = SealedBox.keyPair(seed: seed)
-        seed.wipe()
-        classBPublicKey = pair.publicKey
-        classBSecretKey = pair.secretKey
-        classKeys[.untilFirstAuth] = SubkeyDerivation.derive(from: masterKey, id: 3, context: ctx)
-        classKeys[.none] = SubkeyDerivation.derive(from: masterKey, id: 4, context: ctx)
-        nameMac = SubkeyDerivation.derive(from: masterKey, id: 5, context: ctx)
-        nameEnc = SubkeyDerivation.derive(from: masterKey, id: 6, context: ctx)
+        classKeys = [.complete: keys.complete, .untilFirstAuth: keys.untilFirstAuth, .none: keys.none]
+        classBPublicKey = keys.classBPublicKey
+        classBSecretKey = keys.classBSecretKey
+        nameMac = keys.nameMac
+        nameEnc = keys.nameEnc
         names = NameCipher(macKey: nameMac, encKey: nameEnc)
-        metadataKey = SubkeyDerivation.derive(from: masterKey, id: 7, context: ctx)
+        metadataKey = keys.metadata
     }
 
     deinit {
@@ -94,14 +87,24 @@ public final class UserKeyring: @unchecked Sendable {
 
     /// Restores the locked keys from a freshly unwrapped master key (`photovault unlock`).
     /// Returns false, changing nothing, when the key is not this account's (its class B
-    /// public key differs).
+    /// public key differs). Throws `CryptoError.memoryNotLocked`, changing nothing and
+    /// keeping no key, when locked memory runs out: the keyring stays locked. The keys
+    /// derived are moved in, not copied, so nothing is allocated once the first is in place.
     @discardableResult
-    public func unlock(masterKey: SecureBytes) -> Bool {
-        let fresh = UserKeyring(masterKey: masterKey)
+    public func unlock(masterKey: SecureBytes) throws -> Bool {
+        let fresh = try AccountKeys(masterKey: masterKey, context: UserKeyring.context)
+        // Already held (or not wanted): zeroed now rather than when `fresh` goes.
+        for k in [fresh.untilFirstAuth, fresh.none, fresh.nameMac, fresh.nameEnc, fresh.metadata] { k.wipe() }
         pthread_rwlock_wrlock(&rw); defer { pthread_rwlock_unlock(&rw) }
-        guard constantTimeEqual(fresh.classBPublicKey, classBPublicKey) else { return false }
-        classKeys[.complete] = fresh.classKeys[.complete]?.copy()
-        classBSecretKey = fresh.classBSecretKey?.copy()
+        guard constantTimeEqual(fresh.classBPublicKey, classBPublicKey) else {
+            fresh.complete.wipe()
+            fresh.classBSecretKey.wipe()
+            return false
+        }
+        classKeys[.complete]?.wipe()
+        classKeys[.complete] = fresh.complete
+        classBSecretKey?.wipe()
+        classBSecretKey = fresh.classBSecretKey
         isLocked = false
         return true
     }

@@ -308,9 +308,10 @@ extension VaultFileSystem {
 
     /// After `photovault unlock`: restores the class keys. Files whose keys were forgotten
     /// at lock must be reopened (their old handles keep failing with EACCES). Returns false,
-    /// changing nothing, for a key that is not this vault's.
-    public func unlock(masterKey: SecureBytes) -> Bool {
-        if let b = backend as? EncryptedBackend, !b.tree.keyring.unlock(masterKey: masterKey) { return false }
+    /// changing nothing, for a key that is not this vault's; throws
+    /// `CryptoError.memoryNotLocked`, changing nothing, when the keys find no locked memory.
+    public func unlock(masterKey: SecureBytes) throws -> Bool {
+        if let b = backend as? EncryptedBackend, try !b.tree.keyring.unlock(masterKey: masterKey) { return false }
         log("vault unlocked")
         return true
     }

@@ -46,23 +46,31 @@ public struct ControlRequest: Sendable {
     }
 }
 
-/// Success flag plus a human-readable message (shown by the CLI).
+/// Success flag plus a human-readable message (shown by the CLI), and for a failure the exit
+/// status the CLI gives it: 1 unless the daemon knows a more telling one (30 when the keys of
+/// an unlock found no locked memory).
 public struct ControlReply: Sendable, Equatable {
     public var ok: Bool
     public var message: String
+    /// 0 for success; from 1 to 255 for a failure.
+    public var status: UInt8
 
-    public init(ok: Bool, message: String) {
+    public init(ok: Bool, message: String, status: UInt8 = 1) {
         self.ok = ok
         self.message = message
+        self.status = ok ? 0 : max(status, 1)
     }
 
     public static func success(_ message: String = "ok") -> ControlReply { ControlReply(ok: true, message: message) }
-    public static func failure(_ message: String) -> ControlReply { ControlReply(ok: false, message: message) }
+    public static func failure(_ message: String, status: UInt8 = 1) -> ControlReply {
+        ControlReply(ok: false, message: message, status: status)
+    }
 }
 
 /// Wire format, both directions: a 4-byte big-endian body length, then the body.
 ///   request body: u8 command length, command (UTF-8), payload bytes
-///   reply body:   u8 status (0 = ok, 1 = error), message (UTF-8)
+///   reply body:   u8 status (0 = ok, else an error: its exit status, 1 unless the daemon
+///                 knows a better one), message (UTF-8)
 /// Bodies are capped so a client cannot make the daemon allocate much.
 enum ControlWire {
     static let maxBody = 64 * 1024
@@ -100,13 +108,13 @@ enum ControlWire {
     static func encode(_ reply: ControlReply) -> [UInt8] {
         let message = Array(reply.message.utf8.prefix(maxBody - 1))
         var frame = withUnsafeBytes(of: UInt32(1 + message.count).bigEndian) { Array($0) }
-        frame.append(reply.ok ? 0 : 1)
+        frame.append(reply.status)
         frame.append(contentsOf: message)
         return frame
     }
 
     static func decodeReply(_ body: UnsafeRawBufferPointer) throws -> ControlReply {
-        guard body.count >= 1, body[0] <= 1 else { throw LockError.protocolError("bad reply") }
-        return ControlReply(ok: body[0] == 0, message: String(decoding: body[1...], as: UTF8.self))
+        guard body.count >= 1 else { throw LockError.protocolError("bad reply") }
+        return ControlReply(ok: body[0] == 0, message: String(decoding: body[1...], as: UTF8.self), status: body[0])
     }
 }

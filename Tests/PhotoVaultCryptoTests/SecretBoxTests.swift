@@ -68,17 +68,17 @@ final class SecretBoxTests: XCTestCase {
 }
 
 final class SealedBoxTests: XCTestCase {
-    func testKeyPairIsDeterministicFromSeed() {
+    func testKeyPairIsDeterministicFromSeed() throws {
         let seed = SecureBytes(copying: [UInt8](repeating: 5, count: 32))
-        let a = SealedBox.keyPair(seed: seed), b = SealedBox.keyPair(seed: seed)
+        let a = try SealedBox.keyPair(seed: seed), b = try SealedBox.keyPair(seed: seed)
         XCTAssertEqual(a.publicKey, b.publicKey)
         XCTAssertEqual(bytesOf(a.secretKey), bytesOf(b.secretKey))
-        let c = SealedBox.keyPair(seed: SecureBytes(copying: [UInt8](repeating: 6, count: 32)))
+        let c = try SealedBox.keyPair(seed: SecureBytes(copying: [UInt8](repeating: 6, count: 32)))
         XCTAssertNotEqual(a.publicKey, c.publicKey)
     }
 
     func testSealNeedsOnlyThePublicKeyAndOpensWithTheSecret() throws {
-        let pair = SealedBox.keyPair(seed: SecureBytes(randomCount: 32))
+        let pair = try SealedBox.keyPair(seed: SecureBytes(randomCount: 32))
         let msg: [UInt8] = Array(0..<56).map { UInt8($0) }
         let sealed = msg.withUnsafeBytes { SealedBox.seal($0, to: pair.publicKey) }
         XCTAssertEqual(sealed.count, msg.count + SealedBox.overhead)
@@ -89,9 +89,9 @@ final class SealedBoxTests: XCTestCase {
         XCTAssertNotEqual(again, sealed)
     }
 
-    func testWrongKeyAndTamperingFail() {
-        let pair = SealedBox.keyPair(seed: SecureBytes(randomCount: 32))
-        let other = SealedBox.keyPair(seed: SecureBytes(randomCount: 32))
+    func testWrongKeyAndTamperingFail() throws {
+        let pair = try SealedBox.keyPair(seed: SecureBytes(randomCount: 32))
+        let other = try SealedBox.keyPair(seed: SecureBytes(randomCount: 32))
         let msg: [UInt8] = Array("file key and prefix".utf8)
         let sealed = msg.withUnsafeBytes { SealedBox.seal($0, to: pair.publicKey) }
         XCTAssertThrowsError(try sealed.withUnsafeBytes { try SealedBox.open($0, publicKey: other.publicKey, secretKey: other.secretKey) })

@@ -4,33 +4,33 @@ import CSodium
 @testable import PhotoVaultCrypto
 
 final class SubkeyDerivationTests: XCTestCase {
-    func testDeterministic() {
-        let a = SubkeyDerivation.derive(from: fixedMasterKey(), id: 1, context: "PVacct01")
-        let b = SubkeyDerivation.derive(from: fixedMasterKey(), id: 1, context: "PVacct01")
+    func testDeterministic() throws {
+        let a = try SubkeyDerivation.derive(from: fixedMasterKey(), id: 1, context: "PVacct01")
+        let b = try SubkeyDerivation.derive(from: fixedMasterKey(), id: 1, context: "PVacct01")
         XCTAssertEqual(a.count, 32)
         XCTAssertEqual(bytesOf(a), bytesOf(b))
     }
 
-    func testSeparatedByIDContextAndMaster() {
+    func testSeparatedByIDContextAndMaster() throws {
         let master = fixedMasterKey()
         var seen = Set<[UInt8]>()
         for ctx in ["PVacct01", "PVacct02", "PVother1"] {
             for id in UInt64(0)..<8 {
-                XCTAssertTrue(seen.insert(bytesOf(SubkeyDerivation.derive(from: master, id: id, context: ctx))).inserted,
+                XCTAssertTrue(seen.insert(bytesOf(try SubkeyDerivation.derive(from: master, id: id, context: ctx))).inserted,
                               "collision at \(ctx)/\(id)")
             }
         }
-        let other = SubkeyDerivation.derive(from: fixedMasterKey(offset: 1), id: 1, context: "PVacct01")
+        let other = try SubkeyDerivation.derive(from: fixedMasterKey(offset: 1), id: 1, context: "PVacct01")
         XCTAssertFalse(seen.contains(bytesOf(other)))
         XCTAssertFalse(seen.contains(bytesOf(master)))
     }
 
-    func testEqualsBLAKE2bWithSaltAndPersonal() {
+    func testEqualsBLAKE2bWithSaltAndPersonal() throws {
         // libsodium documents crypto_kdf (BLAKE2b flavour) as BLAKE2b(key = master, empty
         // message, salt = id as u64 LE || 0^8, personal = context || 0^8): recompute it that way.
         let master = fixedMasterKey()
         for id in [UInt64(1), 7, 0x0102_0304_0506_0708] {
-            let k = SubkeyDerivation.derive(from: master, id: id, context: "PVacct01")
+            let k = try SubkeyDerivation.derive(from: master, id: id, context: "PVacct01")
             var salt = [UInt8](repeating: 0, count: 16)
             for i in 0..<8 { salt[i] = UInt8(truncatingIfNeeded: id >> (8 * UInt64(i))) }
             var personal = [UInt8](repeating: 0, count: 16)

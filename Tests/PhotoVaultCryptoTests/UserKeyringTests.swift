@@ -7,23 +7,23 @@ final class UserKeyringTests: XCTestCase {
     }
 
     func testDerivedFromMasterKeyDeterministically() throws {
-        let a = UserKeyring(masterKey: fixedMasterKey()), b = UserKeyring(masterKey: fixedMasterKey())
+        let a = try UserKeyring(masterKey: fixedMasterKey()), b = try UserKeyring(masterKey: fixedMasterKey())
         XCTAssertEqual(a.classBPublicKey, b.classBPublicKey)
         for c in [ProtectionClass.complete, .untilFirstAuth, .none] {
             XCTAssertEqual(try classKey(a, c), try classKey(b, c))
             XCTAssertEqual(try classKey(a, c),
-                           bytesOf(SubkeyDerivation.derive(from: fixedMasterKey(), id: UInt64(c == .complete ? 1 : c == .untilFirstAuth ? 3 : 4),
+                           bytesOf(try SubkeyDerivation.derive(from: fixedMasterKey(), id: UInt64(c == .complete ? 1 : c == .untilFirstAuth ? 3 : 4),
                                                            context: UserKeyring.context)))
         }
-        XCTAssertEqual(bytesOf(a.metadataKey), bytesOf(SubkeyDerivation.derive(from: fixedMasterKey(), id: 7, context: "PVacct01")))
+        XCTAssertEqual(bytesOf(a.metadataKey), bytesOf(try SubkeyDerivation.derive(from: fixedMasterKey(), id: 7, context: "PVacct01")))
         let keys = try [classKey(a, .complete), classKey(a, .untilFirstAuth), classKey(a, .none), bytesOf(a.metadataKey)]
         XCTAssertEqual(Set(keys).count, 4)
-        let other = UserKeyring(masterKey: fixedMasterKey(offset: 1))
+        let other = try UserKeyring(masterKey: fixedMasterKey(offset: 1))
         XCTAssertNotEqual(other.classBPublicKey, a.classBPublicKey)
     }
 
     func testLockForgetsCompleteAndClassBSecretOnly() throws {
-        let k = UserKeyring(masterKey: fixedMasterKey())
+        let k = try UserKeyring(masterKey: fixedMasterKey())
         let ufa = try classKey(k, .untilFirstAuth), none = try classKey(k, .none)
         let pub = k.classBPublicKey
         let meta = bytesOf(k.metadataKey)
@@ -46,20 +46,20 @@ final class UserKeyringTests: XCTestCase {
     }
 
     func testUnlockRestoresOnlyWithTheSameMasterKey() throws {
-        let k = UserKeyring(masterKey: fixedMasterKey())
+        let k = try UserKeyring(masterKey: fixedMasterKey())
         let complete = try classKey(k, .complete)
         k.lock()
-        XCTAssertFalse(k.unlock(masterKey: fixedMasterKey(offset: 9)))   // another account's key: ignored
+        XCTAssertFalse(try k.unlock(masterKey: fixedMasterKey(offset: 9)))   // another account's key: ignored
         XCTAssertTrue(k.isLocked)
         XCTAssertFalse(k.canOpen(.complete))
-        XCTAssertTrue(k.unlock(masterKey: fixedMasterKey()))
+        XCTAssertTrue(try k.unlock(masterKey: fixedMasterKey()))
         XCTAssertFalse(k.isLocked)
         XCTAssertEqual(try classKey(k, .complete), complete)
         XCTAssertTrue(k.canOpen(.completeUnlessOpen))
     }
 
-    func testWipeAllForgetsEverything() {
-        let k = UserKeyring(masterKey: fixedMasterKey())
+    func testWipeAllForgetsEverything() throws {
+        let k = try UserKeyring(masterKey: fixedMasterKey())
         k.wipeAll()
         for c in ProtectionClass.allCases { XCTAssertFalse(k.canOpen(c)) }
         XCTAssertTrue(k.metadataKey.isWiped)

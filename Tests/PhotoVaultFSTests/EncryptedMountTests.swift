@@ -11,8 +11,8 @@ class EncryptedMountTests: XCTestCase {
     var master: [UInt8] = SecureRandom.bytes(32)
     static let layout = ChunkLayout(cipher: .preferred, chunkSize: 4096)
 
-    func makeTree(_ root: String) -> UserTree {
-        UserTree(root: root, keyring: UserKeyring(masterKey: SecureBytes(copying: master)), layout: Self.layout)
+    func makeTree(_ root: String) throws -> UserTree {
+        UserTree(root: root, keyring: try UserKeyring(masterKey: SecureBytes(copying: master)), layout: Self.layout)
     }
 
     /// The kernel writeback cache changes which requests arrive (1 MiB writes, reads on
@@ -31,9 +31,9 @@ class EncryptedMountTests: XCTestCase {
             o.logsPlaintextPaths = logsPlaintextPaths
             return o
         }, prepare: { root in
-            try UserTree.initialiseRoot(at: root, keyring: UserKeyring(masterKey: SecureBytes(copying: master)))
+            try UserTree.initialiseRoot(at: root, keyring: try UserKeyring(masterKey: SecureBytes(copying: master)))
         }, make: { root, options, log in
-            let tree = UserTree(root: root, keyring: UserKeyring(masterKey: SecureBytes(copying: master)), layout: layout)
+            let tree = UserTree(root: root, keyring: try UserKeyring(masterKey: SecureBytes(copying: master)), layout: layout)
             return try VaultFileSystem(tree: tree, options: options, log: log)
         })
         try h.start()
@@ -117,7 +117,7 @@ class EncryptedMountTests: XCTestCase {
     /// same place, and runs `body` against that mount.
     func remounted(_ body: () throws -> Void) throws {
         XCTAssertTrue(h.stop())
-        let fs2 = try VaultFileSystem(tree: makeTree(h.backing), options: MountOptions(mountpoint: h.mountpoint), log: { _ in })
+        let fs2 = try VaultFileSystem(tree: try makeTree(h.backing), options: MountOptions(mountpoint: h.mountpoint), log: { _ in })
         try fs2.mount()
         let t = Thread { _ = fs2.run() }
         t.start()

@@ -16,7 +16,7 @@ final class LockMemoryTests: XCTestCase {
         defer { pw.wipe() }
         let opened = try accounts.open(user: user, password: pw)
         defer { opened.wipe() }
-        let key = SubkeyDerivation.derive(from: opened.masterKey, id: 1, context: UserKeyring.context)
+        let key = try SubkeyDerivation.derive(from: opened.masterKey, id: 1, context: UserKeyring.context)
         defer { key.wipe() }
         return key.withUnsafeBytes { Array($0) }
     }

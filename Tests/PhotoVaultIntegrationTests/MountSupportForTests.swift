@@ -5,11 +5,13 @@ import XCTest
 /// other engineers also edit).
 extension Sandbox {
     /// Mounts alice's vault at ROOT/`name` through a wrapper command line (`setpriv ...`,
-    /// `prlimit ...`) placed before `photovault mount`; waits for the mount and returns it.
-    func mountWrapped(_ wrapper: String, at name: String, file: StaticString = #filePath, line: UInt = #line) -> String {
+    /// `prlimit ...`) placed before `photovault mount` (with `extra` options); waits for the
+    /// mount and returns it.
+    func mountWrapped(_ wrapper: String, at name: String, extra: [String] = [],
+                      file: StaticString = #filePath, line: UInt = #line) -> String {
         let mp = root + "/" + name
         try? FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        let mount = [Harness.binary, "mount", mp, "--store", store, "--user", "alice", "--passfile", passfile, "--no-dbus"]
+        let mount = ([Harness.binary, "mount", mp, "--store", store, "--user", "alice", "--passfile", passfile, "--no-dbus"] + extra)
             .map(Sandbox.quote).joined(separator: " ")
         ok("\(wrapper) \(mount)", file: file, line: line)
         mounts.append(mp)

@@ -222,6 +222,29 @@ final class ControlSocketTests: XCTestCase {
                        .success("second"))
     }
 
+    /// A failure carries the exit status the daemon gives it (30: an unlock whose keys found
+    /// no locked memory), 1 by default; a success is status 0 whatever was asked.
+    func testAFailureReplyCarriesItsExitStatus() throws {
+        let server = ControlSocketServer(path: socketPath, handler: { request in
+            switch request.command {
+            case "memory": return .failure("no locked memory", status: 30)
+            case "plain": return .failure("plain failure")
+            default: return ControlReply(ok: true, message: "fine", status: 30)
+            }
+        })
+        try server.start()
+        defer { server.stop() }
+        let memory = try ControlClient.send(path: socketPath, request: ControlRequest(command: "memory"), timeout: 2)
+        XCTAssertEqual(memory, ControlReply(ok: false, message: "no locked memory", status: 30))
+        XCTAssertEqual(memory.status, 30)
+        let plain = try ControlClient.send(path: socketPath, request: ControlRequest(command: "plain"), timeout: 2)
+        XCTAssertFalse(plain.ok)
+        XCTAssertEqual(plain.status, 1)
+        XCTAssertEqual(try ControlClient.send(path: socketPath, request: ControlRequest(command: "status"), timeout: 2),
+                       .success("fine"))
+        XCTAssertEqual(ControlReply.failure("zero is success", status: 0).status, 1)
+    }
+
     func testClientErrorsWhenNoServer() {
         XCTAssertThrowsError(try ControlClient.send(path: directory + "/none.sock", request: ControlRequest(command: "lock"), timeout: 1)) { error in
             XCTAssertEqual(error as? LockError, .system(call: "connect(\(directory!)/none.sock)", errno: ENOENT))

@@ -31,7 +31,7 @@ final class ContentFileModelTests: XCTestCase {
         let label = "\(cipher) chunk \(cs) seed \(seed)"
         let dir = Fixture.tempDir(self)
         let path = dir + "/f"
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         let layout = ChunkLayout(cipher: cipher, chunkSize: cs)
         var f = try Fixture.createContent(at: path, layout: layout, keyring: keyring)
         defer { f.close() }
@@ -92,7 +92,7 @@ final class ContentFileModelTests: XCTestCase {
     func testHolesReadAsZerosAndAreSealed() throws {
         for (cipher, cs) in configurations() {
             let path = Fixture.tempDir(self) + "/holes"
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let layout = ChunkLayout(cipher: cipher, chunkSize: cs)
             let f = try Fixture.createContent(at: path, layout: layout, keyring: keyring)
             defer { f.close() }
@@ -116,7 +116,7 @@ final class ContentFileModelTests: XCTestCase {
     func testTruncateDownAtAndInsideChunks() throws {
         for (cipher, cs) in configurations() {
             let path = Fixture.tempDir(self) + "/t"
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let layout = ChunkLayout(cipher: cipher, chunkSize: cs)
             let f = try Fixture.createContent(at: path, layout: layout, keyring: keyring)
             defer { f.close() }
@@ -135,7 +135,7 @@ final class ContentFileModelTests: XCTestCase {
     func testEmptyCiphertextFileIsAnEmptyPlaintextFile() throws {
         let path = Fixture.tempDir(self) + "/empty"
         Fixture.writeFile(path, [])
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         let layout = ChunkLayout(cipher: .xchacha20poly1305, chunkSize: 4096)
         let f = try Fixture.openContent(at: path, layout: layout, keyring: keyring)
         defer { f.close() }

@@ -7,7 +7,7 @@ import PhotoVaultCrypto
 /// pwrite, and opened from one pread: the bytes, the chunk order and the failure reporting
 /// must be the same as one chunk at a time.
 final class ContentLargeRequestTests: XCTestCase {
-    private let keyring = Fixture.keyring()
+    private let keyring = try! Fixture.keyring()   // a test process never runs short of locked memory
 
     private func makeFile(_ cipher: ContentCipher, _ cs: Int) throws -> (ContentFile, String) {
         let dir = Fixture.tempDir(self)

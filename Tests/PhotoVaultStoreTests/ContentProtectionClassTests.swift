@@ -19,7 +19,7 @@ final class ContentProtectionClassTests: XCTestCase {
 
     func testOpeningAfterLock() throws {
         let dir = Fixture.tempDir(self)
-        let keyring = Fixture.keyring()
+        let keyring = try Fixture.keyring()
         try makeFiles(dir, keyring)
         keyring.lock()
         for c in [ProtectionClass.complete, .completeUnlessOpen] {
@@ -33,7 +33,7 @@ final class ContentProtectionClassTests: XCTestCase {
             f.close()
         }
         // Unlocking with the same master key brings the locked classes back.
-        keyring.unlock(masterKey: SecureBytes(copying: Fixture.knownMasterKey))
+        try keyring.unlock(masterKey: SecureBytes(copying: Fixture.knownMasterKey))
         for c in ProtectionClass.allCases {
             let f = try Fixture.openContent(at: "\(dir)/\(c.name)", layout: layout, keyring: keyring)
             XCTAssertEqual(try f.readAll(), data, c.name)
@@ -43,7 +43,7 @@ final class ContentProtectionClassTests: XCTestCase {
 
     func testCompleteUnlessOpenCanBeCreatedAndWrittenWhileLocked() throws {
         let dir = Fixture.tempDir(self)
-        let keyring = Fixture.keyring()
+        let keyring = try Fixture.keyring()
         keyring.lock()
         let path = dir + "/new"
         let f = try Fixture.createContent(at: path, layout: layout, keyring: keyring, protectionClass: .completeUnlessOpen)
@@ -57,7 +57,7 @@ final class ContentProtectionClassTests: XCTestCase {
         XCTAssertThrowsError(try Fixture.openContent(at: path, layout: layout, keyring: keyring)) {
             XCTAssertEqual($0 as? StoreError, .locked)
         }
-        keyring.unlock(masterKey: SecureBytes(copying: Fixture.knownMasterKey))
+        try keyring.unlock(masterKey: SecureBytes(copying: Fixture.knownMasterKey))
         let g = try Fixture.openContent(at: path, layout: layout, keyring: keyring)
         XCTAssertEqual(try g.readAll(), expected)
         XCTAssertEqual(g.protectionClass, .completeUnlessOpen)
@@ -66,7 +66,7 @@ final class ContentProtectionClassTests: XCTestCase {
 
     func testCompleteCannotBeCreatedWhileLocked() throws {
         let dir = Fixture.tempDir(self)
-        let keyring = Fixture.keyring()
+        let keyring = try Fixture.keyring()
         keyring.lock()
         XCTAssertThrowsError(try Fixture.createContent(at: dir + "/c", layout: layout, keyring: keyring, protectionClass: .complete)) {
             XCTAssertEqual($0 as? StoreError, .locked)
@@ -81,7 +81,7 @@ final class ContentProtectionClassTests: XCTestCase {
 
     func testForgetKeyFailsOpenHandles() throws {
         let dir = Fixture.tempDir(self)
-        let keyring = Fixture.keyring()
+        let keyring = try Fixture.keyring()
         let f = try Fixture.createContent(at: dir + "/f", layout: layout, keyring: keyring, protectionClass: .complete)
         try f.writeBytes(data, at: 0)
         f.forgetKey()
@@ -94,7 +94,7 @@ final class ContentProtectionClassTests: XCTestCase {
 
     func testChangingTheClassRewrapsWithoutReencrypting() throws {
         let dir = Fixture.tempDir(self)
-        let keyring = Fixture.keyring()
+        let keyring = try Fixture.keyring()
         let f = try Fixture.createContent(at: dir + "/f", layout: layout, keyring: keyring, protectionClass: .complete)
         try f.writeBytes(data, at: 0)
         let before = Fixture.readFile(dir + "/f")

@@ -8,7 +8,7 @@ final class ContentSizeTests: XCTestCase {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             for cs in [4096, 65536] {
                 let layout = ChunkLayout(cipher: cipher, chunkSize: cs)
-                let keyring = Fixture.randomKeyring()
+                let keyring = try Fixture.randomKeyring()
                 let dir = Fixture.tempDir(self)
                 for (i, size) in [0, 1, cs - 1, cs, cs + 1, 2 * cs, 2 * cs + 1, 3 * cs - 1, 5 * cs + cs / 2].enumerated() {
                     let path = "\(dir)/f\(i)"
@@ -47,7 +47,7 @@ final class ContentSizeTests: XCTestCase {
             // Every ciphertext of an allowed size fits an off_t, at the smallest chunk size.
             let layout = ChunkLayout(cipher: cipher, chunkSize: 4096)
             XCTAssertLessThan(layout.ciphertextSize(plaintextSize: max), UInt64(Int64.max))
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let dir = Fixture.tempDir(self)
             for (name, content) in [("one", [UInt8(0x41)]), ("chunk", [UInt8](repeating: 0x42, count: 4096)), ("empty", [])] {
                 let path = "\(dir)/\(name)"

@@ -78,7 +78,7 @@ class CredentialTestCase: XCTestCase {
     /// A fingerprint of every key an account derives: the class B public key, and a test key
     /// wrapped under the `complete` class key and the metadata key.
     func fingerprint(_ a: OpenedAccount) throws -> [UInt8] {
-        let k = a.keyring()
+        let k = try a.keyring()
         defer { k.wipeAll() }
         var out = k.classBPublicKey
         for c in [ProtectionClass.complete, .untilFirstAuth, .none] {

@@ -4,7 +4,7 @@ import XCTest
 
 final class HeaderTests: XCTestCase {
     func testLayoutAndRoundTripForEveryClassAndCipher() throws {
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         for cipher in ContentCipher.allCases {
             for c in ProtectionClass.allCases {
                 let h = FileHeader(protectionClass: c, cipher: cipher)
@@ -35,13 +35,13 @@ final class HeaderTests: XCTestCase {
     func testAnotherAccountCannotOpenTheHeader() throws {
         for c in ProtectionClass.allCases {
             let bytes = try FileHeader(protectionClass: c, cipher: .xchacha20poly1305)
-                .encode(fileKey: SecureBytes(randomCount: 32), keyring: Fixture.randomKeyring())
-            XCTAssertIntegrityError(try FileHeader.decode(bytes, keyring: Fixture.randomKeyring()), "\(c)")
+                .encode(fileKey: SecureBytes(randomCount: 32), keyring: try Fixture.randomKeyring())
+            XCTAssertIntegrityError(try FileHeader.decode(bytes, keyring: try Fixture.randomKeyring()), "\(c)")
         }
     }
 
     func testTruncatedHeaderIsAnIntegrityError() throws {
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         let bytes = try FileHeader(protectionClass: .none, cipher: .aes256gcm).encode(fileKey: SecureBytes(randomCount: 32), keyring: keyring)
         for n in [0, 4, 24, 127] {
             XCTAssertIntegrityError(try FileHeader.decode(Array(bytes.prefix(n)), keyring: keyring), "\(n) bytes")
@@ -49,14 +49,14 @@ final class HeaderTests: XCTestCase {
     }
 
     func testUnknownVersionIsReportedAsSuch() throws {
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         var bytes = try FileHeader(protectionClass: .none, cipher: .aes256gcm).encode(fileKey: SecureBytes(randomCount: 32), keyring: keyring)
         bytes[4] = 2
         XCTAssertThrowsError(try FileHeader.parse(bytes)) { XCTAssertEqual($0 as? StoreError, .unknownVersion(found: 2, supported: 1)) }
     }
 
     func testLockedClassesAreReportedAsLockedNotDamaged() throws {
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         var headers: [ProtectionClass: [UInt8]] = [:]
         for c in ProtectionClass.allCases {
             headers[c] = try FileHeader(protectionClass: c, cipher: .aes256gcm).encode(fileKey: SecureBytes(randomCount: 32), keyring: keyring)

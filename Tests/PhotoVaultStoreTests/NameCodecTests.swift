@@ -4,7 +4,7 @@ import Glibc
 @testable import PhotoVaultStore
 
 final class NameCodecTests: XCTestCase {
-    let keyring = Fixture.randomKeyring()
+    let keyring = try! Fixture.randomKeyring()   // a test process never runs short of locked memory
     lazy var codec = NameCodec(keyring: keyring)
     let dirA = DirectoryInfo(id: [UInt8](repeating: 0xA, count: 16))
     let dirB = DirectoryInfo(id: [UInt8](repeating: 0xB, count: 16))
@@ -35,7 +35,7 @@ final class NameCodecTests: XCTestCase {
         }
         // A different keyring (another account) gives other entries for the same directory ID.
         // (The codec shares the keyring's key objects: keep that keyring alive while using it.)
-        let otherKeyring = Fixture.randomKeyring()
+        let otherKeyring = try Fixture.randomKeyring()
         let other = NameCodec(keyring: otherKeyring)
         XCTAssertNotEqual(other.encode(Array("a".utf8), in: dirA), codec.encode(Array("a".utf8), in: dirA))
         withExtendedLifetime(otherKeyring) {}

@@ -55,7 +55,7 @@ enum OfflineFixture {
         let users = base + "/store/users"
         try FileManager.default.createDirectory(atPath: users, withIntermediateDirectories: true)
         let root = users + "/" + Base64Hex.random(16)
-        let keyring = UserKeyring(masterKey: SecureBytes(randomCount: 32))
+        let keyring = try UserKeyring(masterKey: SecureBytes(randomCount: 32))
         try UserTree.initialiseRoot(at: root, keyring: keyring)
         let tree = UserTree(root: root, keyring: keyring, layout: ChunkLayout(cipher: .preferred, chunkSize: chunkSize))
         let scratch = base + "/local"

@@ -84,7 +84,7 @@ final class PlaintextScanTests: XCTestCase {
             let config = StoreConfig(cipher: cipher, chunkSize: 4096)
             try store.initialise(config: config)
             let treeRoot = store.userTree(SecureRandom.bytes(16))
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let w = TreeWriter(keyring: keyring, layout: config.layout)
             let root = try w.makeRoot(at: treeRoot)
             try writePlaintextTree(with: w, root: root)

@@ -40,7 +40,7 @@ final class TamperContentTests: XCTestCase {
     func testFlippedBytesInNonceCiphertextAndTag() throws {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             let dir = Fixture.tempDir(self)
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let layout = ChunkLayout(cipher: cipher, chunkSize: cs)
             let (path, plain) = try makeFile(dir, "f", layout: layout, keyring: keyring, seed: 1)
             let original = Fixture.readFile(path)
@@ -71,7 +71,7 @@ final class TamperContentTests: XCTestCase {
     func testZeroedChunkIsNotAHole() throws {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             let dir = Fixture.tempDir(self)
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let layout = ChunkLayout(cipher: cipher, chunkSize: cs)
             let (path, plain) = try makeFile(dir, "f", layout: layout, keyring: keyring, seed: 2)
             var t = Fixture.readFile(path)
@@ -85,7 +85,7 @@ final class TamperContentTests: XCTestCase {
     func testSwappedChunksOfOneFile() throws {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             let dir = Fixture.tempDir(self)
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let layout = ChunkLayout(cipher: cipher, chunkSize: cs)
             let (path, _) = try makeFile(dir, "f", layout: layout, keyring: keyring, seed: 3)
             var t = Fixture.readFile(path)
@@ -106,7 +106,7 @@ final class TamperContentTests: XCTestCase {
     func testChunkMovedToTheSamePositionOfAnotherFile() throws {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             let dir = Fixture.tempDir(self)
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let layout = ChunkLayout(cipher: cipher, chunkSize: cs)
             let (pathA, _) = try makeFile(dir, "a", layout: layout, keyring: keyring, seed: 4)
             let (pathB, plainB) = try makeFile(dir, "b", layout: layout, keyring: keyring, seed: 5)
@@ -122,7 +122,7 @@ final class TamperContentTests: XCTestCase {
     func testTruncatedInsideAChunk() throws {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             let dir = Fixture.tempDir(self)
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let layout = ChunkLayout(cipher: cipher, chunkSize: cs)
             let (path, plain) = try makeFile(dir, "f", layout: layout, keyring: keyring, seed: 6)
             let original = Fixture.readFile(path)

@@ -10,7 +10,7 @@ final class TamperHeaderTests: XCTestCase {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             for c in ProtectionClass.allCases {
                 let dir = Fixture.tempDir(self)
-                let keyring = Fixture.randomKeyring()
+                let keyring = try Fixture.randomKeyring()
                 let layout = ChunkLayout(cipher: cipher, chunkSize: 4096)
                 let path = dir + "/f"
                 let f = try Fixture.createContent(at: path, layout: layout, keyring: keyring, protectionClass: c)
@@ -49,7 +49,7 @@ final class TamperHeaderTests: XCTestCase {
     func testHeaderCopiedOntoAnotherFileIsDetected() throws {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             let dir = Fixture.tempDir(self)
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let layout = ChunkLayout(cipher: cipher, chunkSize: 4096)
             for name in ["a", "b"] {
                 let f = try Fixture.createContent(at: "\(dir)/\(name)", layout: layout, keyring: keyring)
@@ -70,7 +70,7 @@ final class TamperHeaderTests: XCTestCase {
 
     func testHeaderCipherMustMatchTheStore() throws {
         let dir = Fixture.tempDir(self)
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         let f = try Fixture.createContent(at: dir + "/f", layout: ChunkLayout(cipher: .xchacha20poly1305, chunkSize: 4096), keyring: keyring)
         try f.writeBytes([1, 2, 3], at: 0)
         f.close()
@@ -79,7 +79,7 @@ final class TamperHeaderTests: XCTestCase {
 
     func testShortCiphertextFilesAreDamaged() throws {
         let dir = Fixture.tempDir(self)
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         let layout = ChunkLayout(cipher: .xchacha20poly1305, chunkSize: 4096)
         let f = try Fixture.createContent(at: dir + "/f", layout: layout, keyring: keyring)
         f.close()

@@ -7,7 +7,7 @@ import Glibc
 /// `.pvdir`, symlink targets and xattrs are authenticated like contents.
 final class TamperMetadataTests: XCTestCase {
     func testEveryDirectoryInfoByteFlipIsDetected() throws {
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         let dir = Fixture.tempDir(self)
         let fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         defer { close(fd) }
@@ -35,7 +35,7 @@ final class TamperMetadataTests: XCTestCase {
             try AtomicFile.write(bad, in: fd, name: DirectoryInfo.fileName, mode: 0o600)
             XCTAssertIntegrityError(try DirectoryInfo.read(dirfd: fd, keyring: keyring), "\(bad.count) bytes")
         }
-        try AtomicFile.write(info.encode(keyring: Fixture.randomKeyring()), in: fd, name: DirectoryInfo.fileName, mode: 0o600)
+        try AtomicFile.write(info.encode(keyring: try Fixture.randomKeyring()), in: fd, name: DirectoryInfo.fileName, mode: 0o600)
         XCTAssertIntegrityError(try DirectoryInfo.read(dirfd: fd, keyring: keyring), "foreign key")
         unlinkat(fd, DirectoryInfo.fileName, 0)
         XCTAssertIntegrityError(try DirectoryInfo.read(dirfd: fd, keyring: keyring), "missing")
@@ -46,7 +46,7 @@ final class TamperMetadataTests: XCTestCase {
     /// or a long-name companion should be. Each is damage, found at once: integrity (EIO and a
     /// log line through a mount, `directoryInfoDamaged` in fsck), never a wait, never followed.
     func testDirectoryInfoOrCompanionThatIsNotARegularFileIsDamageAtOnce() throws {
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         let dir = Fixture.tempDir(self), outside = Fixture.tempDir(self)
         let fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ofd = open(outside, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         defer { close(fd); close(ofd) }
@@ -98,7 +98,7 @@ final class TamperMetadataTests: XCTestCase {
     }
 
     func testSymlinkTargetChangesAreDetected() throws {
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         let target = Array("../Pictures/2024/IMG_0042.HEIC".utf8)
         let sealed = try LinkTarget.seal(target, keyring: keyring)
         XCTAssertEqual(try LinkTarget.open(Array(sealed.utf8), keyring: keyring), target)
@@ -114,14 +114,14 @@ final class TamperMetadataTests: XCTestCase {
         }
         XCTAssertIntegrityError(try LinkTarget.open(Array(bytes.dropLast(4)), keyring: keyring))
         XCTAssertIntegrityError(try LinkTarget.open(Array("/etc/passwd".utf8), keyring: keyring), "a plain symlink")
-        XCTAssertIntegrityError(try LinkTarget.open(bytes, keyring: Fixture.randomKeyring()), "another account")
+        XCTAssertIntegrityError(try LinkTarget.open(bytes, keyring: try Fixture.randomKeyring()), "another account")
         XCTAssertThrowsError(try LinkTarget.seal([UInt8](repeating: 0x61, count: LinkTarget.maxPlainLength + 1), keyring: keyring))
         let longest = try LinkTarget.seal([UInt8](repeating: 0x61, count: LinkTarget.maxPlainLength), keyring: keyring)
         XCTAssertLessThan(longest.utf8.count, 4096, "fits Linux's symlink limit")
     }
 
     func testXattrValueChangesAreDetected() throws {
-        let keyring = Fixture.randomKeyring()
+        let keyring = try Fixture.randomKeyring()
         defer { withExtendedLifetime(keyring) {} }
         let codec = XattrCodec(keyring: keyring)
         let name = codec.storedName(Array("user.comment".utf8))
@@ -144,8 +144,8 @@ final class TamperMetadataTests: XCTestCase {
         XCTAssertEqual(try codec.openValue(codec.sealValue([], storedName: name), storedName: name), [])
     }
 
-    func testForeignOrModifiedXattrNamesAreHidden() {
-        let keyring = Fixture.randomKeyring()
+    func testForeignOrModifiedXattrNamesAreHidden() throws {
+        let keyring = try Fixture.randomKeyring()
         defer { withExtendedLifetime(keyring) {} }
         let codec = XattrCodec(keyring: keyring)
         let name = codec.storedName(Array("user.tag".utf8))
@@ -157,7 +157,7 @@ final class TamperMetadataTests: XCTestCase {
         XCTAssertNil(codec.plainName("security.selinux"))
         XCTAssertNil(codec.plainName("user.pv."))
         XCTAssertNil(codec.plainName("user.pv.!!!"))
-        let otherKeyring = Fixture.randomKeyring()
+        let otherKeyring = try Fixture.randomKeyring()
         XCTAssertNil(XattrCodec(keyring: otherKeyring).plainName(name), "another account's attribute")
         withExtendedLifetime(otherKeyring) {}
     }

@@ -40,7 +40,7 @@ enum VectorGenerator {
             let dir = StorePath.join(vectors, directoryName(cipher))
             Fixture.removeTree(dir)
             guard mkdir(dir, 0o755) == 0 else { throw StoreError.posix("mkdir \(dir)") }
-            let keyring = Fixture.keyring()
+            let keyring = try Fixture.keyring()
             let layout = ChunkLayout(cipher: cipher, chunkSize: chunkSize)
             let w = TreeWriter(keyring: keyring, layout: layout)
             let treePath = StorePath.join(dir, "tree")
@@ -99,7 +99,7 @@ enum VectorGenerator {
                                                    from: Data(Fixture.readFile(StorePath.join(dir, "xattrs.json"))))
         let sidecar = sidecarText.mapValues { $0.mapValues { Base64URL.decode($0) ?? [] } }
         guard let cipher = ContentCipher(name: expected.cipher) else { throw StoreError.corruptStore("cipher \(expected.cipher)") }
-        let reader = TreeReader(keyring: Fixture.keyring(masterKey), layout: ChunkLayout(cipher: cipher, chunkSize: expected.chunkSize),
+        let reader = TreeReader(keyring: try Fixture.keyring(masterKey), layout: ChunkLayout(cipher: cipher, chunkSize: expected.chunkSize),
                                 sidecarXattrs: sidecar)
         return (try reader.read(root: StorePath.join(dir, "tree")), expected)
     }

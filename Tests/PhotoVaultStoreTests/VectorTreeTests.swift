@@ -27,11 +27,11 @@ enum Fixture {
     /// The known master key of the fixed vectors: bytes 0, 1, ..., 31.
     static let knownMasterKey: [UInt8] = (0..<32).map { UInt8($0) }
 
-    static func keyring(_ master: [UInt8] = knownMasterKey) -> UserKeyring {
-        UserKeyring(masterKey: SecureBytes(copying: master))
+    static func keyring(_ master: [UInt8] = knownMasterKey) throws -> UserKeyring {
+        try UserKeyring(masterKey: SecureBytes(copying: master))
     }
 
-    static func randomKeyring() -> UserKeyring { UserKeyring(masterKey: SecureBytes(randomCount: 32)) }
+    static func randomKeyring() throws -> UserKeyring { try UserKeyring(masterKey: SecureBytes(randomCount: 32)) }
 
     /// A fresh directory under /tmp, removed by the returned test's teardown helper.
     static func tempDir(_ test: XCTestCase) -> String {
@@ -299,7 +299,7 @@ final class VectorTreeTests: XCTestCase {
     func testTreeRoundTrip() throws {
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             let root = Fixture.tempDir(self) + "/tree"
-            let keyring = Fixture.randomKeyring()
+            let keyring = try Fixture.randomKeyring()
             let layout = ChunkLayout(cipher: cipher, chunkSize: 4096)
             let w = TreeWriter(keyring: keyring, layout: layout)
             let r = try w.makeRoot(at: root)

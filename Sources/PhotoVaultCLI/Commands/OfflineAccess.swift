@@ -46,7 +46,7 @@ enum OfflineAccess {
         defer { opened.masterKey.wipe() }
         let tag = RuntimeRegistry.treeTag(opened.treeID)
         let mount = liveMounts(store: args.storePath).first { $0.treeTag == tag }?.mountpoint
-        return Vault(tree: UserTree(root: opened.treePath, keyring: opened.keyring(), layout: config.layout),
+        return Vault(tree: UserTree(root: opened.treePath, keyring: try opened.keyring(), layout: config.layout),
                      user: user, store: args.storePath, treeTag: tag, mount: mount)
     }
 

@@ -143,7 +143,9 @@ final class LockController: @unchecked Sendable {
     }
 
     /// `photovault unlock`: restores the forgotten keys from a freshly unwrapped master key.
-    enum UnlockOutcome { case unlocked, notLocked, wrongKey, lockedSince }
+    /// `noLockedMemory`: the keys found no memory locked against swapping (RLIMIT_MEMLOCK
+    /// reached); the mount stays locked, with no part of the key set restored.
+    enum UnlockOutcome { case unlocked, notLocked, wrongKey, lockedSince, noLockedMemory }
 
     /// `seenLockEvents`: `lockEventCount` when the client started (nil from a client that
     /// predates it); any lock event since then wins over this unlock.
@@ -154,9 +156,14 @@ final class LockController: @unchecked Sendable {
             log("refused an unlock that a lock event overtook")
             return .lockedSince
         }
-        guard fs.unlock(masterKey: masterKey) else {
-            log("refused an unlock with a key that is not this vault's")
-            return .wrongKey
+        do {
+            guard try fs.unlock(masterKey: masterKey) else {
+                log("refused an unlock with a key that is not this vault's")
+                return .wrongKey
+            }
+        } catch {
+            log("unlock failed, the vault stays locked: \(error)")
+            return .noLockedMemory
         }
         // The idle timer restarts from now before the state says unlocked, so that no tick
         // after that counts the time spent locked as idle time of the unlocked vault.

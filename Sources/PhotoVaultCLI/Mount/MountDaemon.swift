@@ -78,7 +78,11 @@ enum MountDaemon {
             masterKey.wipe()
             return fail(reporter, error)
         }
-        let keyring = UserKeyring(masterKey: masterKey)
+        let keyring: UserKeyring
+        do { keyring = try UserKeyring(masterKey: masterKey) } catch {
+            masterKey.wipe()
+            return fail(reporter, error)
+        }
         masterKey.wipe()
         let tree = UserTree(root: layout.userTree(treeID), keyring: keyring, layout: config.layout)
         // The daemon caches directory IDs, open files and headers, so nothing else may write
@@ -373,7 +377,11 @@ enum ControlCommands {
             // The master key, then (from a client that asked "lock-events" first) that count,
             // 8 bytes big-endian.
             guard req.payload.count == 32 || req.payload.count == 40 else { return .failure("bad unlock request") }
-            let mk = req.payload.withUnsafeBytes { SecureBytes(copying: UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
+            defer { req.payload.wipe() }
+            // The master key's copy too needs locked memory, which may be what ran out.
+            guard let mk = try? req.payload.withUnsafeBytes({ try SecureBytes(lockedCopying: UnsafeRawBufferPointer(rebasing: $0[0..<32])) }) else {
+                return noLockedMemoryReply()
+            }
             let seen: UInt64? = req.payload.count == 40
                 ? req.payload.withUnsafeBytes { $0[32..<40].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } } : nil
             req.payload.wipe()
@@ -383,10 +391,24 @@ enum ControlCommands {
             case .notLocked: return .failure("the mount is not locked")
             case .wrongKey: return .failure("that key does not open the vault mounted here")
             case .lockedSince: return .failure(ControlCommands.lockedSinceMessage)
+            case .noLockedMemory: return noLockedMemoryReply()
             }
         default:
             return .failure("unknown command \(req.command)")
         }
+    }
+
+    /// An unlock whose keys found no locked memory (the daemon's RLIMIT_MEMLOCK used up by
+    /// the keys of open files, or lowered since the mount): the mount stays, locked. Exit code
+    /// 30, and what to do about it: the daemon's own limit is the one that counts, so the
+    /// caller's `ulimit -l` is no help.
+    static func noLockedMemoryReply() -> ControlReply {
+        let pid = getpid()
+        let limit = CryptoError.lockedMemoryLimit.map { "is \($0), all in use" } ?? "is reached"
+        return .failure("the vault stays locked: the mount daemon (pid \(pid)) cannot keep its keys in locked memory "
+                        + "(its locked-memory limit, ulimit -l, \(limit)): close files open in the vault or raise its limit "
+                        + "(prlimit --pid \(pid) --memlock=BYTES; LimitMEMLOCK= in a systemd unit), then run 'photovault unlock' again",
+                        status: UInt8(StoreError.keyMemoryNotLocked.exitCode))
     }
 }
 

@@ -233,7 +233,12 @@ enum MountFlow {
         let payload = request.withUnsafeBytes { ControlPayload(copying: $0) }
         let reply = try control(mp, ControlRequest(command: "unlock", payload: payload))
         payload.wipe()
-        guard reply.ok else { throw CLIError.failed(reply.message) }
+        guard reply.ok else {
+            // With the daemon's exit status when it is one of ours (30: its keys found no
+            // locked memory), else 1.
+            let code = Int32(reply.status)
+            throw DaemonFailure(code: ExitCodes.meaning(of: code) == nil ? ExitCodes.generic : code, message: reply.message)
+        }
         print(reply.message)
         return 0
     }

@@ -91,7 +91,7 @@ public struct AccountStore {
             // on the tree's `.pvdir`; EIO from an fsync) removes the tree made so far, which
             // nothing will ever name: each failed add used to leave one behind.
             let treePath = layout.userTree(treeID)
-            let keyring = UserKeyring(masterKey: masterKey)
+            let keyring = try UserKeyring(masterKey: masterKey)
             defer { keyring.wipeAll() }
             do {
                 try UserTree.initialiseRoot(at: treePath, keyring: keyring)

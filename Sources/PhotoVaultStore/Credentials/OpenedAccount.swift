@@ -8,8 +8,9 @@ public struct OpenedAccount {
     /// `users/<hex tree ID>` inside the store.
     public let treePath: String
 
-    /// Every class key and name key of the account (see `UserKeyring`).
-    public func keyring() -> UserKeyring { UserKeyring(masterKey: masterKey) }
+    /// Every class key and name key of the account (see `UserKeyring`); throws
+    /// `CryptoError.memoryNotLocked` when they find no locked memory.
+    public func keyring() throws -> UserKeyring { try UserKeyring(masterKey: masterKey) }
 
     public func wipe() { masterKey.wipe() }
 }
