@@ -287,32 +287,46 @@ public final class ContentFile: @unchecked Sendable {
         if end <= start { return }
         let first = start / cs
         let last = (end - 1) / cs
-        // A write that grows the file can meet a full disk halfway. Two guards keep what was
-        // there: (1) when it rewrites the old partial last chunk in place, the growth is
+        // A write that grows the file can meet a full disk halfway. Three guards keep what
+        // was there: (1) when it rewrites the old partial last chunk in place, the growth is
         // reserved first, so ENOSPC comes before any old byte is overwritten; (2) a failure
         // cuts the file back to the end of the last batch written whole (a chunk boundary),
-        // never leaving a half-written chunk at the end.
+        // never leaving a half-written chunk at the end; (3) where (1) cannot reserve (no
+        // fallocate: ext2/3, NFS, FUSE stores) and the pwrite stops short, the old last
+        // chunk, kept as it was on disk, is written back after the cut.
         let oldCipherSize = layout.ciphertextSize(plaintextSize: size)
         let newCipherSize = layout.ciphertextSize(plaintextSize: newSize)
-        if newCipherSize > oldCipherSize && size % cs != 0
-            && pv_reserve(fd, Int64(oldCipherSize), Int64(newCipherSize - oldCipherSize)) != 0
+        let growsPartialLast = newCipherSize > oldCipherSize && size % cs != 0
+        if growsPartialLast && pv_reserve(fd, Int64(oldCipherSize), Int64(newCipherSize - oldCipherSize)) != 0
             && (errno == ENOSPC || errno == EDQUOT) {
             throw StoreError.noSpace
         }
+        var backup = growsPartialLast
+            ? LastChunkBackup(index: size / cs, offset: layout.sealedOffset(ofChunk: size / cs),
+                              count: Int(size % cs) + layout.overhead)
+            : nil
+        defer { backup?.deallocate() }
         var keptSize = oldCipherSize
         do {
             try writeBatches(cipher: cipher, data: data, count: count, offset: offset, size: size, newSize: newSize,
-                             first: first, last: last, keptSize: &keptSize)
+                             first: first, last: last, backup: &backup, keptSize: &keptSize)
         } catch {
             if newCipherSize > oldCipherSize { _ = ftruncate(fd, Int(keptSize)) }
+            // No batch reached past the old end: the new last chunk was not written whole.
+            // If putting the old one back fails too, the write's own error is still the one
+            // to report (ENOSPC); fsck then names the damaged chunk.
+            if keptSize == oldCipherSize { try? backup?.restore(to: fd) }
             throw error
         }
     }
 
     /// The sealed chunks `firstChunk...last`, up to `batchChunks` per pwrite. `keptSize`: the
-    /// ciphertext end of the last batch written whole.
+    /// ciphertext end of the last batch written whole. `backup`, when set, is loaded with the
+    /// old partial last chunk before the batch that overwrites it (from the read the chunk
+    /// needs anyway when the write covers it in part: no extra syscall then).
     private func writeBatches(cipher: ChunkCipher, data: UnsafeRawPointer?, count: Int, offset: UInt64, size: UInt64,
-                              newSize: UInt64, first firstChunk: UInt64, last: UInt64, keptSize: inout UInt64) throws {
+                              newSize: UInt64, first firstChunk: UInt64, last: UInt64, backup: inout LastChunkBackup?,
+                              keptSize: inout UInt64) throws {
         let cs = UInt64(layout.chunkSize)
         let writeEnd = offset + UInt64(count)
         var first = firstChunk
@@ -346,9 +360,15 @@ public final class ContentFile: @unchecked Sendable {
                     } else {
                         // Start from the old contents (if any), zero the rest, lay the new data over.
                         if cOldLen > 0 {
-                            let n = try FileIO.readFully(fd, oldSealed, cOldLen + layout.overhead, offset: Int64(layout.sealedOffset(ofChunk: i)))
+                            let sealed: UnsafeMutableRawPointer, n: Int
+                            if backup?.index == i {
+                                guard try backup!.load(from: fd) else { throw StoreError.integrity(path: displayPath, detail: "file shorter than its size") }
+                                (sealed, n) = (backup!.bytes, backup!.count)
+                            } else {
+                                (sealed, n) = (oldSealed, try FileIO.readFully(fd, oldSealed, cOldLen + layout.overhead, offset: Int64(layout.sealedOffset(ofChunk: i))))
+                            }
                             guard n == cOldLen + layout.overhead else { throw StoreError.integrity(path: displayPath, detail: "file shorter than its size") }
-                            do { try cipher.open(index: i, sealed: oldSealed, sealedCount: n, into: plain) }
+                            do { try cipher.open(index: i, sealed: sealed, sealedCount: n, into: plain) }
                             catch { throw StoreError.integrity(path: displayPath, detail: "chunk \(i) failed authentication") }
                         }
                         if cNewLen > cOldLen { (plain + cOldLen).initializeMemory(as: UInt8.self, repeating: 0, count: cNewLen - cOldLen) }
@@ -379,6 +399,9 @@ public final class ContentFile: @unchecked Sendable {
                                     into: out + Int(i - first) * layout.sealedChunkSize)
                     }
                 }
+            }
+            if let b = backup, (first...batchLast).contains(b.index), !(try backup!.load(from: fd)) {
+                throw StoreError.integrity(path: displayPath, detail: "file shorter than its size")
             }
             try FileIO.writeAll(fd, out, outLen, offset: Int64(layout.sealedOffset(ofChunk: first)))
             keptSize = max(keptSize, layout.sealedOffset(ofChunk: first) + UInt64(outLen))

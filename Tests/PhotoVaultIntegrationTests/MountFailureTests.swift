@@ -323,11 +323,9 @@ final class MountFailureTests: XCTestCase {
 
     /// A store on a 20 MiB tmpfs: a 30 MB copy fails with ENOSPC, earlier files stay intact.
     func testFullDiskGivesENOSPCAndKeepsEarlierFiles() throws {
-        XCTAssertEqual(getuid(), 0, "mounting a tmpfs needs root")
         let sb = Sandbox("pv-full")
-        try FileManager.default.createDirectory(atPath: sb.store, withIntermediateDirectories: true)
-        sb.ok("mount -t tmpfs -o size=20m,mode=0700 tmpfs \(Sandbox.quote(sb.store))")
-        defer { _ = Harness.run(["umount", "-l", sb.store]) }
+        let release = sb.storeOnOwnFilesystem(size: "20m")
+        defer { release() }
         sb.initStore()
         let mp = sb.mount()
         let plain = sb.plainDir("plain")
@@ -368,6 +366,43 @@ final class MountFailureTests: XCTestCase {
         sb.ok("head -c 3000000 \(qp)/huge.raw > \(qm)/again.raw && cmp \(qm)/again.raw <(head -c 3000000 \(qp)/huge.raw)")
         sb.unmount(mp)
         sb.assertNoPlaintext(["FULLDISK-", "early.jpg", "small.txt", "Kept-Album"])
+    }
+
+    /// A store on ext2, which has no fallocate (EOPNOTSUPP), filled up: an append to a file
+    /// whose last chunk is partial rewrites that chunk in place, and the pwrite stops short
+    /// at the first block it cannot allocate. The writer gets ENOSPC and the old chunk is put
+    /// back: every byte written before reads back, now and after a remount (it used to be
+    /// EIO, the chunk's first pages holding the start of the new chunk).
+    func testAppendOnAFullStoreWithoutFallocateKeepsTheLastChunk() throws {
+        let sb = Sandbox("pv-full-ext2")
+        let release = sb.storeOnOwnFilesystem(size: "16m", ext2: true)
+        defer { release() }
+        let qs = Sandbox.quote(sb.store), qp = Sandbox.quote(sb.plainDir("plain"))
+        XCTAssertNotEqual(sb.run("fallocate -n -l 4096 \(qs)/probe").status, 0, "ext2 must refuse fallocate for this test")
+        sb.ok("rm -f \(qs)/probe")
+        // Last chunks of 10000 % 4096 and 200000 % 4096 bytes.
+        sb.ok("head -c 10000 /dev/urandom > \(qp)/partial.bin && head -c 200000 /dev/urandom > \(qp)/more.bin")
+        sb.ok("head -c 3000000 /dev/urandom > \(qp)/tail.bin")
+        sb.initStore()
+        let mp = sb.mount()
+        let qm = Sandbox.quote(mp)
+        sb.ok("cp \(qp)/partial.bin \(qp)/more.bin \(qm)/")
+        let fill = sb.run("dd if=/dev/zero of=\(qm)/fill.raw bs=4k")
+        XCTAssertTrue(fill.stderr.contains("No space left on device"), fill.stderr)
+        for name in ["partial.bin", "more.bin"] {
+            let app = sb.run("cat \(qp)/tail.bin >> \(qm)/\(name)")
+            XCTAssertNotEqual(app.status, 0, name)
+            XCTAssertTrue(app.stderr.contains("No space left on device"), app.stderr)
+            sb.ok("cmp \(qp)/\(name) \(qm)/\(name)")
+        }
+        sb.ok("rm -f \(qm)/fill.raw")
+        sb.remount(mp)
+        sb.ok("cmp \(qp)/partial.bin \(qm)/partial.bin && cmp \(qp)/more.bin \(qm)/more.bin")
+        // With space back, the append works.
+        sb.ok("cat \(qp)/tail.bin >> \(qm)/partial.bin && cat \(qp)/partial.bin \(qp)/tail.bin | cmp - \(qm)/partial.bin")
+        sb.unmount(mp)
+        let fsck = OfflineCommandTests.pv(sb, ["fsck"])
+        XCTAssertEqual(fsck.status, 0, fsck.stderr)
     }
 }
 

@@ -41,6 +41,21 @@ extension Sandbox {
         return mount(user, at: (mp as NSString).lastPathComponent, extra: extra)
     }
 
+    /// Puts the (not yet created) store on a small filesystem of its own, to fill it up: a
+    /// tmpfs, or with `ext2` a loop-mounted ext2 image, which refuses fallocate (EOPNOTSUPP).
+    /// Returns the lazy unmount for the caller's `defer`.
+    func storeOnOwnFilesystem(size: String, ext2: Bool = false, file: StaticString = #filePath,
+                              line: UInt = #line) -> () -> Void {
+        XCTAssertEqual(getuid(), 0, "mounting a filesystem needs root", file: file, line: line)
+        let qs = Sandbox.quote(store), img = Sandbox.quote(root + "/disk.img")
+        ok(ext2 ? """
+           set -e
+           truncate -s \(size) \(img) && mkfs.ext2 -q -F -m 0 \(img)
+           mkdir \(qs) && mount -o loop \(img) \(qs) && rmdir \(qs)/lost+found && chmod 0700 \(qs)
+           """ : "mkdir \(qs) && mount -t tmpfs -o size=\(size),mode=0700 tmpfs \(qs)", file: file, line: line)
+        return { [store] in _ = Harness.run(["umount", "-l", store]) }
+    }
+
     /// A directory beside the store for plain (unencrypted) reference copies.
     func plainDir(_ name: String) -> String {
         let p = root + "/" + name
