@@ -37,6 +37,10 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// A key could not be held in memory locked in RAM (RLIMIT_MEMLOCK without CAP_IPC_LOCK,
     /// `CryptoError.memoryNotLocked`): the file is not opened, the mount not made.
     case keyMemoryNotLocked
+    /// A password attempt whose count of failures could not be written to the store
+    /// (LoginThrottle): the password was not checked, so that filling the store's disk
+    /// cannot turn the delays off.
+    case attemptNotCounted(errno: Int32)
 
     public var errno: Int32 {
         switch self {
@@ -47,7 +51,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .noSpace, .destinationFull: return ENOSPC
         case .storeBusy, .accountChangedMeanwhile: return EBUSY
         case .keyMemoryNotLocked: return ENOMEM
-        case .io(let e, _), .notConfirmedOnDisk(_, _, let e): return e
+        case .io(let e, _), .notConfirmedOnDisk(_, _, let e), .attemptNotCounted(let e): return e
         default: return EINVAL
         }
     }
@@ -76,6 +80,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .io: return 1
         case .notConfirmedOnDisk: return 28
         case .keyMemoryNotLocked: return 30
+        case .attemptNotCounted(let e): return e == ENOSPC || e == EDQUOT ? 19 : 1
         }
     }
 
@@ -112,6 +117,10 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
             return "\(done), but the change could not be confirmed on disk (fsync of its directory: "
                 + "\(String(cString: strerror(e)))): after a crash \(afterCrash)"
         case .keyMemoryNotLocked: return CryptoError.memoryNotLockedMessage
+        case .attemptNotCounted(let e):
+            let what = "the password was not checked: the attempt could not be counted in the store"
+            return e == ENOSPC || e == EDQUOT ? "\(what) (\(StoreError.noSpace)): free some space on that device and try again"
+                                              : "\(what) (\(String(cString: strerror(e))))"
         }
     }
 

@@ -56,10 +56,14 @@ final class SpecTableTests: XCTestCase {
             .wrongDevice, .integrity(path: "/a", detail: "tag"), .locked, .notFound("/a"), .exists("/a"),
             .noSpace, .destinationFull("/d"), .io(errno: EIO, context: "read"), .invalidArgument("bad"),
             .notConfirmedOnDisk(done: "done", afterCrash: "undone", errno: EIO),
+            .attemptNotCounted(errno: ENOSPC), .attemptNotCounted(errno: EIO),
         ]
         for e in storeErrors {
             XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "StoreError \(e) -> \(e.exitCode) not in the table")
         }
+        // A password attempt that a full store cannot count has the full-disk code.
+        XCTAssertEqual(StoreError.attemptNotCounted(errno: ENOSPC).exitCode, StoreError.noSpace.exitCode)
+        XCTAssertEqual(StoreError.attemptNotCounted(errno: EDQUOT).exitCode, StoreError.noSpace.exitCode)
         let cliErrors: [CLIError] = [
             .notImplemented("x"), .noFuseDevice(ENOENT), .noFuseDevice(EACCES), .notFuseDevice("a regular file"), .mountpointNotEmptyDirectory("/m"), .alreadyMounted("/m"),
             .mountBusy("/m"), .notMounted("/m"), .fsckFoundDamage(problems: 2), .fsckRepairIncomplete(problems: 2, leftInPlace: 1), .passwordsDoNotMatch,

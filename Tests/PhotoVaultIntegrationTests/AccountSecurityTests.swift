@@ -63,6 +63,45 @@ final class AccountSecurityTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(t1), times[5], "the counter was not reset")
     }
 
+    /// A store whose filesystem is full cannot count a wrong password: guesses there used to
+    /// be judged all the same, uncounted, so filling the disk turned the delays off. Now a
+    /// password whose attempt cannot be counted is not checked at all, the right one neither:
+    /// one line, exit 19 (the full-disk code), no counter moved. With space back, attempts
+    /// count again.
+    func testAFullStoreRefusesToCheckAPasswordItCannotCount() throws {
+        let s = Sandbox("acct-full")
+        let release = s.storeOnOwnFilesystem(size: "2m")
+        defer { release() }
+        s.initStore()
+        let wrong = s.root + "/wrong"
+        try Sandbox.writeSecret("definitely wrong\n", to: wrong)
+        let fill = s.run("dd if=/dev/zero of=\(Sandbox.quote(s.store))/filler bs=4k")
+        XCTAssertTrue(fill.stderr.contains("No space left on device"), fill.stderr)
+        func fsck(_ passfile: String) -> Harness.Result {
+            s.pv(["fsck", "--store", s.store, "--user", "alice", "--passfile", passfile])
+        }
+        for i in 0..<6 {
+            assertFailure(fsck(wrong), 19, "the password was not checked", "wrong password \(i + 1) on a full store:")
+        }
+        let right = fsck(s.passfile)
+        assertFailure(right, 19, "no space left on the device holding the store", "the right password on a full store:")
+        XCTAssertTrue(right.stderr.contains("the password was not checked"), right.stderr)
+        let accounts = s.store + "/accounts"
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: accounts).filter { $0.contains(".throttle") || $0.contains(".pvtmp-") }, [])
+        // Space back: wrong passwords are judged and counted, the right one clears the count.
+        s.ok("rm \(Sandbox.quote(s.store))/filler")
+        for _ in 0..<2 { assertFailure(fsck(wrong), 5, "wrong password") }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: accounts).filter { $0.hasSuffix(".throttle") }.count, 1)
+        let later = fsck(s.passfile)
+        XCTAssertEqual(later.status, 0, later.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: accounts).filter { $0.hasSuffix(".throttle") }, [])
+        // A read-only store (nobody fills it) still opens, uncounted.
+        s.ok("mount -o remount,ro \(Sandbox.quote(s.store))")
+        assertFailure(fsck(wrong), 5, "wrong password")
+        let readOnly = fsck(s.passfile)
+        XCTAssertEqual(readOnly.status, 0, readOnly.stderr)
+    }
+
     /// A password file other users can read or rewrite (here 0644, then another owner) gets one
     /// warning line on stderr naming the problem and the fix, and the command goes on (as
     /// gocryptfs and age do); a 0600 file of one's own gets none. It used to pass silently.

@@ -64,6 +64,13 @@ class CredentialTestCase: XCTestCase {
     /// password the store can be handed is a wiped one.
     func emptyPassword() -> SecureBytes { let p = pw("x"); p.wipe(); return p }
 
+    /// Fails every fsync of the accounts directory from now to the end of the test.
+    func failAccountsDirectorySync() {
+        let accounts = OfflineFixture.identity(layout.accountsDir)
+        XCTAssertFalse(accounts.isEmpty)
+        OfflineFixture.hookFsync(self) { OfflineFixture.identity($0) != accounts }
+    }
+
     func assertThrows(_ expected: StoreError, file: StaticString = #filePath, line: UInt = #line, _ body: () throws -> Void) {
         XCTAssertThrowsError(try body(), file: file, line: line) { e in
             XCTAssertEqual(e as? StoreError, expected, "got \(e)", file: file, line: line)

@@ -8,13 +8,6 @@ import PhotoVaultCrypto
 /// after the record was linked, renamed or unlinked (EIO injected through `FileIO.fsync`):
 /// the truth about what took effect, and nothing half done.
 final class CredentialDurabilityTests: CredentialTestCase {
-    /// Fails every fsync of the accounts directory from now to the end of the test.
-    func failAccountsDirectorySync() {
-        let accounts = OfflineFixture.identity(layout.accountsDir)
-        XCTAssertFalse(accounts.isEmpty)
-        OfflineFixture.hookFsync(self) { OfflineFixture.identity($0) != accounts }
-    }
-
     /// The new record is in place, so the new password works: a failed directory fsync is
     /// reported as that (exit 28), not as a failed change (it was `.io`, exit 1, although
     /// the old password had already stopped working).

@@ -101,4 +101,25 @@ final class CredentialThrottleTests: CredentialTestCase {
         _ = try other.open(user: "alice", password: pw("alice-password"))
         XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(t0), 0.9)
     }
+
+    /// An attempt whose count cannot be written (here a directory in the counter's place, so
+    /// the rename over it fails with EISDIR) is not judged, the right password neither. A
+    /// count that is in place but whose directory fsync failed is in effect: the attempt
+    /// goes on.
+    func testAnAttemptThatCannotBeCountedIsNotJudged() throws {
+        _ = try store.add(user: "alice", password: pw("alice-password"), deviceBound: false, parameters: fast)
+        let name = try AccountName.derive(user: "alice", config: store.config)
+        let path = layout.accountsDir + "/" + name.throttleFileName
+        XCTAssertEqual(mkdir(path, 0o700), 0)
+        for password in ["guess-guess", "alice-password"] {
+            assertThrows(.attemptNotCounted(errno: EISDIR)) { _ = try self.store.open(user: "alice", password: self.pw(password)) }
+        }
+        XCTAssertEqual(StoreError.attemptNotCounted(errno: EISDIR).exitCode, 1)
+        XCTAssertEqual(rmdir(path), 0)
+
+        failAccountsDirectorySync()
+        assertThrows(.wrongPassword) { _ = try self.store.open(user: "alice", password: self.pw("guess-guess")) }
+        XCTAssertEqual(store.throttle.read(accountsDir: layout.accountsDir, name: name)?.failures, 1)
+        try store.open(user: "alice", password: pw("alice-password")).wipe()
+    }
 }

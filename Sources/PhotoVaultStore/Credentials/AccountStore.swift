@@ -344,7 +344,7 @@ public struct AccountStore {
         return (name, record, try unlockPasswordSlot(record, name: name, password: password))
     }
 
-    /// Floor check, device check, throttle wait, Argon2id, unwrap. Returns the payload.
+    /// Floor check, device check, throttle wait, Argon2id, count, unwrap. Returns the payload.
     /// `throttleWaited`: the caller waited already, before taking the accounts lock. Waiting
     /// under the lock made one account's wrong guesses (up to 30 s each) turn every other
     /// account's add, passwd, reset and remove into 'store busy' for as long as they went on.
@@ -356,6 +356,9 @@ public struct AccountStore {
         if !throttleWaited { throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name) }
         let kek = try passwordKEK(password, record: record, device: device)
         defer { kek.wipe() }
+        // Counted as a failure before it is judged, and not judged if that cannot be written:
+        // a wrong password is then counted however the disk is (full, failing).
+        try throttle.countAttempt(accountsDir: layout.accountsDir, name: name)
         do {
             let payload = try SecretBox.unwrap(record.passwordSlot, under: kek,
                                                ad: record.passwordSlotAD(storeID: config.storeID, fileName: name.recordFileName))
@@ -363,7 +366,7 @@ public struct AccountStore {
             return payload
         } catch {
             // Wrong password, or a record edited/renamed/copied: the AEAD cannot tell which.
-            throttle.recordFailure(accountsDir: layout.accountsDir, name: name)
+            // Already counted.
             throw StoreError.wrongPassword
         }
     }

@@ -4,12 +4,16 @@ import Glibc
 /// Slows down repeated wrong passwords for one account, like a phone does
 /// (CREDENTIALS.md, "Throttling"): `accounts/<name>.throttle` holds the number of
 /// consecutive failures and the time of the last one. Before a password is judged, the
-/// caller waits until `delay(failures)` seconds have passed since the last failure.
+/// caller waits until `delay(failures)` seconds have passed since the last failure; once
+/// the key is derived, the attempt is counted as a failure (`countAttempt`) before the
+/// password is judged, and a right password deletes the file.
+/// An attempt that cannot be counted (a full disk, EIO) is not judged: filling the store's
+/// disk used to leave every guess uncounted, turning the delays off.
 ///
 /// This only limits guessing *through photovault*. Anyone who can read the record can
 /// guess offline at the Argon2id cost and ignore this file; anyone who can write the
-/// directory can delete it. Updates are best effort (a read-only store still opens) and
-/// two simultaneous failures may count once.
+/// directory can delete it. A read-only store (EROFS) still opens, uncounted: nobody fills
+/// it, and nothing could be counted there. Two simultaneous failures may count once.
 public struct LoginThrottle: Sendable {
     /// Failures allowed without any delay.
     public var freeAttempts: Int = 3
@@ -53,14 +57,25 @@ public struct LoginThrottle: Sendable {
         if wait > 0 { sleep(wait) }
     }
 
-    func recordFailure(accountsDir: String, name: AccountName) {
+    /// Counts the attempt about to be judged as a failure, durably (the right password then
+    /// deletes the count). Throws `.attemptNotCounted` when it cannot be written: the caller
+    /// must not judge the password then.
+    func countAttempt(accountsDir: String, name: AccountName) throws {
         // Saturating, and never below zero: the file is not trusted (an edited counter of
         // Int.max used to trap on the increment, so every wrong password crashed).
         let previous = max(0, read(accountsDir: accountsDir, name: name)?.failures ?? 0)
-        let failures = previous == Int.max ? Int.max : previous + 1
-        let state = State(failures: failures, lastFailure: now())
-        guard let data = try? JSONEncoder().encode(state) else { return }
-        try? AtomicFile.write(Array(data), to: StorePath.join(accountsDir, name.throttleFileName), mode: 0o600)
+        let state = State(failures: previous == Int.max ? Int.max : previous + 1, lastFailure: now())
+        do {
+            let dfd = open(accountsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard dfd >= 0 else { throw StoreError.posix("open \(accountsDir)") }
+            defer { close(dfd) }
+            try AtomicFile.place(Array(try JSONEncoder().encode(state)), in: dfd, name: name.throttleFileName, replacing: true)
+            // In place, so counted for every later attempt; only a crash could still undo it.
+            try? AtomicFile.syncDirectory(dfd, name.throttleFileName)
+        } catch {
+            let e = (error as? StoreError)?.errno ?? EIO
+            if e != EROFS { throw StoreError.attemptNotCounted(errno: e) }
+        }
     }
 
     func recordSuccess(accountsDir: String, name: AccountName) {
