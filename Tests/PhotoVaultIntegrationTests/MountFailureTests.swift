@@ -382,11 +382,12 @@ final class MountFailureTests: XCTestCase {
         sb.ok("rm -f \(qs)/probe")
         // Last chunks of 10000 % 4096 and 200000 % 4096 bytes.
         sb.ok("head -c 10000 /dev/urandom > \(qp)/partial.bin && head -c 200000 /dev/urandom > \(qp)/more.bin")
+        sb.ok("head -c 200000 /dev/urandom > \(qp)/cover.bin")
         sb.ok("head -c 3000000 /dev/urandom > \(qp)/tail.bin")
         sb.initStore()
         let mp = sb.mount()
         let qm = Sandbox.quote(mp)
-        sb.ok("cp \(qp)/partial.bin \(qp)/more.bin \(qm)/")
+        sb.ok("cp \(qp)/partial.bin \(qp)/more.bin \(qp)/cover.bin \(qm)/")
         let fill = sb.run("dd if=/dev/zero of=\(qm)/fill.raw bs=4k")
         XCTAssertTrue(fill.stderr.contains("No space left on device"), fill.stderr)
         for name in ["partial.bin", "more.bin"] {
@@ -395,6 +396,14 @@ final class MountFailureTests: XCTestCase {
             XCTAssertTrue(app.stderr.contains("No space left on device"), app.stderr)
             sb.ok("cmp \(qp)/\(name) \(qm)/\(name)")
         }
+        // A write over the whole old last chunk that grows the file (256 KiB at 0, in two
+        // requests: the first overwrites in place and succeeds, the second fails): the file
+        // keeps its size and reads back without EIO, its last chunk (3392 bytes) the old one.
+        let over = sb.run("dd if=\(qp)/tail.bin of=\(qm)/cover.bin bs=256k count=1 conv=notrunc")
+        XCTAssertTrue(over.stderr.contains("No space left on device"), over.stderr)
+        XCTAssertEqual(sb.ok("stat -c %s \(qm)/cover.bin"), "200000\n")
+        sb.ok("cat \(qm)/cover.bin > /dev/null && cmp <(tail -c 3392 \(qp)/cover.bin) <(tail -c 3392 \(qm)/cover.bin)")
+        sb.ok("cmp <(head -c 131072 \(qp)/tail.bin) <(head -c 131072 \(qm)/cover.bin)")
         sb.ok("rm -f \(qm)/fill.raw")
         sb.remount(mp)
         sb.ok("cmp \(qp)/partial.bin \(qm)/partial.bin && cmp \(qp)/more.bin \(qm)/more.bin")
