@@ -28,6 +28,9 @@ static inline int pv_at_empty_path(void) { return 0x1000; }           /* AT_EMPT
 static inline int pv_fcntl_getfl(int fd) { return fcntl(fd, F_GETFL); }
 static inline int pv_fcntl_dupfd_cloexec(int fd, int min) { return fcntl(fd, F_DUPFD_CLOEXEC, min); }
 static inline int pv_dup3_cloexec(int oldfd, int newfd) { return (int)syscall(SYS_dup3, oldfd, newfd, O_CLOEXEC); }
+/* getdents64(2) (glibc's wrapper needs _GNU_SOURCE): lists a directory without malloc, so a
+   signal handler can (readdir allocates). Records are struct linux_dirent64. */
+static inline long pv_getdents64(int fd, void *buf, unsigned long size) { return syscall(SYS_getdents64, fd, buf, size); }
 static inline int pv_pipe2_cloexec(int fds[2]) { return (int)syscall(SYS_pipe2, fds, O_CLOEXEC); }
 static inline short pv_posix_spawn_setsid(void) { return 0x80; }      /* POSIX_SPAWN_SETSID (glibc >= 2.26) */
 /* fallocate(FALLOC_FL_KEEP_SIZE): reserve blocks without changing the file's size. */

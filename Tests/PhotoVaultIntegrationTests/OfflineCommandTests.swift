@@ -66,6 +66,16 @@ final class OfflineCommandTests: XCTestCase {
 
     static func checksums(_ sb: Sandbox, _ dir: String) -> String { MountXattrCopyTests.checksums(sb, dir) }
 
+    /// A sandbox whose store is a 3 MB tmpfs (unmounted when `test` ends), with an empty
+    /// account: an import of a few MB fills it. Needs root.
+    static func sandboxWithSmallStore(_ name: String, _ test: XCTestCase) -> Sandbox {
+        let sb = Sandbox(name)
+        sb.ok("mkdir \(Sandbox.quote(sb.store)) && mount -t tmpfs -o size=3m tmpfs \(Sandbox.quote(sb.store))")
+        test.addTeardownBlock { _ = Harness.run(["umount", "-l", sb.store]) }
+        sb.initStore()
+        return sb
+    }
+
     func testImportThenExportKeepsBytesModesAndTimes() {
         let sb = Sandbox("pv-offline-rt")
         sb.initStore()
@@ -676,11 +686,8 @@ final class OfflineCommandTests: XCTestCase {
     /// what stayed ("photovault: read: Input/output error").
     func testAnImportThatFailsPartwayNamesTheFileAndLeavesNoPartialCiphertext() throws {
         XCTAssertEqual(getuid(), 0, "bind and tmpfs mounts need root")
-        let sb = Sandbox("pv-offline-partway")
+        let sb = Self.sandboxWithSmallStore("pv-offline-partway", self)
         let store = Sandbox.quote(sb.store)
-        sb.ok("mkdir \(store) && mount -t tmpfs -o size=3m tmpfs \(store)")
-        defer { _ = Harness.run(["umount", "-l", sb.store]) }
-        sb.initStore()
         let src = sb.plainDir("src"), out = sb.plainDir("out")
         let qs = Sandbox.quote(src)
         sb.ok("mkdir \(qs)/al \(qs)/big && printf one > \(qs)/al/1.txt && : > \(qs)/al/2-bad.bin && printf three > \(qs)/al/3.txt "

@@ -61,18 +61,36 @@ public final class Importer {
     /// `cls` overrides the class of imported files (default: each target directory's
     /// default class). Without `force` an existing file or symlink is never replaced
     /// (`.exists(vault path)`); a directory is never replaced by a non-directory or the
-    /// reverse, even with `force`. Stops at the first error; files completed before it stay.
+    /// reverse, even with `force`. Stops at the first error; files completed before it stay,
+    /// and so do the directories holding them and the directories it finished (an empty
+    /// source directory too); the other directories it made, which hold nothing, are
+    /// removed, deepest first (`MadeDirectories`). A directory that was there before is
+    /// never removed.
     @discardableResult
     public func `import`(sources: [String], into vaultDir: String, class cls: ProtectionClass? = nil, force: Bool = false,
                          progress: @escaping (ProgressEvent) -> Void = { _ in }) throws -> TransferSummary {
         guard !sources.isEmpty else { throw StoreError.invalidArgument("nothing to import") }
         let lock = try TreeLock(root: tree.root, mode: .exclusive, timeout: lockTimeout)
         defer { lock.release() }
+        let made = MadeDirectories()
+        do {
+            let summary = try copy(sources, into: vaultDir, run: Run(importer: self, cls: cls, force: force, made: made,
+                                                                     progress: progress))
+            made.keepAll()
+            return summary
+        } catch {
+            made.removeEmpty()
+            throw error
+        }
+    }
+
+    /// `import` under the tree lock.
+    private func copy(_ sources: [String], into vaultDir: String, run: Run) throws -> TransferSummary {
+        var run = run
         let resolver = try VaultResolver(tree: tree)
-        var run = Run(importer: self, cls: cls, force: force, progress: progress)
         if sources == ["-"] {
             let dest = try VaultPath(vaultDir)
-            let entry = try resolver.entry(dest, createParents: true)
+            let entry = try resolver.entry(dest, createParents: true, made: run.made.add)
             do { try run.file(from: stdinFD, stat: Optional<stat>.none, to: entry) }
             catch { throw Importer.locate(error, at: "standard input") }
             try AtomicFile.syncDirectory(entry.parent.fd, entry.path.description)
@@ -90,7 +108,7 @@ public final class Importer {
         if lstat(tree.root, &treeStat) == 0 { run.treeIdentity = (treeStat.st_dev, treeStat.st_ino) }
         // A missing source or a `file/` fails before DEST is made, so that it is not left behind.
         for source in sources { try Importer.checkSource(source) }
-        let destDir = try resolver.directory(try VaultPath(vaultDir), create: true)
+        let destDir = try resolver.directory(try VaultPath(vaultDir), create: true, made: run.made.add)
         for source in sources {
             let (dirfd, cname, name, st) = try Importer.openSource(source)
             defer { close(dirfd) }
@@ -180,6 +198,8 @@ public final class Importer {
         let importer: Importer
         let cls: ProtectionClass?
         let force: Bool
+        /// The directories this run made and has not finished.
+        let made: MadeDirectories
         let progress: (ProgressEvent) -> Void
         var summary = TransferSummary()
         /// Device and inode of the vault's tree root: a source directory that contains it
@@ -187,10 +207,12 @@ public final class Importer {
         var treeIdentity: (dev_t, ino_t)?
         var tree: UserTree { importer.tree }
 
-        init(importer: Importer, cls: ProtectionClass?, force: Bool, progress: @escaping (ProgressEvent) -> Void) {
+        init(importer: Importer, cls: ProtectionClass?, force: Bool, made: MadeDirectories,
+             progress: @escaping (ProgressEvent) -> Void) {
             self.importer = importer
             self.cls = cls
             self.force = force
+            self.made = made
             self.progress = progress
         }
 
@@ -261,9 +283,10 @@ public final class Importer {
         /// Copies the local directory `name` in `dirfd` and everything below it to `entry`,
         /// depth first in the order of each listing. An explicit stack, not recursion: a tree
         /// can be nested deeper than a thread's stack holds frames (a recursion per level
-        /// crashed, SIGSEGV, at some 1,500 levels). On an error every directory still open is
-        /// left as a failed recursion left it (innermost first), and the error is thrown, an
-        /// I/O error naming the local entry it met (`Importer.locate`).
+        /// crashed, SIGSEGV, at some 1,500 levels). On an error the directories this run made
+        /// that hold nothing are removed, every other one still open is left as a failed
+        /// recursion left it (innermost first), and the error is thrown, an I/O error naming
+        /// the local entry it met (`Importer.locate`).
         mutating func walk(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry, local: String,
                            resolver: VaultResolver) throws {
             var stack: [Frame] = []
@@ -297,6 +320,8 @@ public final class Importer {
                     } catch { throw Importer.locate(error, at: childLocal) }
                 }
             } catch {
+                // Before the directories above them get their times (a removal changes its parent's).
+                made.removeEmpty()
                 for f in stack.reversed() {
                     close(f.srcfd)
                     if f.ours && !f.finished { PendingDirectory.finishAfterFailure(f.dir.fd, from: f.stat) }
@@ -324,7 +349,7 @@ public final class Importer {
             } else {
                 // Writable while it is filled; its real mode is set after its children
                 // (PendingDirectory: marked until then).
-                try resolver.makeDirectory(entry, mode: 0o700, marker: PendingDirectory.storeMarker)
+                try resolver.makeDirectory(entry, mode: 0o700, marker: PendingDirectory.storeMarker, made: made.add)
                 created = true
             }
             let dir = try resolver.open(entry)
@@ -345,6 +370,7 @@ public final class Importer {
             try importXattrs(from: f.srcfd, to: f.dir.fd)
             if f.ours { PendingDirectory.finish(f.dir.fd, PendingDirectory.storeMarker, from: f.stat) }
             f.finished = true
+            made.finished(f.entry)
             try AtomicFile.syncDirectory(f.dir.fd, f.entry.path.description)
         }
 

@@ -10,10 +10,15 @@ import Synchronization
 /// signal end the process as it would have (exit status 128 + signal). A signal the caller
 /// ignored (a background job of a script, `nohup`) stays ignored.
 ///
-/// The handler only loads an atomic and calls unlinkat(2), signal(2) and raise(3), which are
-/// async-signal-safe. A file is registered before it is created and cleared after its
-/// rename or its removal; a signal between the rename and the clearing finds nothing to
-/// unlink (ENOENT), the file being complete under its name by then.
+/// An import's handler then also removes the directories the import made that hold nothing
+/// (`MadeDirectories`), deepest first, as a failed import does.
+///
+/// The handler only loads atomics and calls unlinkat(2), openat(2), getdents64(2), close(2),
+/// signal(2) and raise(3), which are async-signal-safe; the other signals of `signals` wait
+/// while it runs, so that none ends the command halfway through its removals. A file is
+/// registered before it is created and cleared after its rename or its removal; a signal
+/// between the rename and the clearing finds nothing to unlink (ENOENT), the file being
+/// complete under its name by then.
 public enum PartialFile {
     /// Longest temp name (`.pvexport-` and 16 hex digits), with its terminating NUL.
     static let capacity = 64
@@ -32,18 +37,25 @@ public enum PartialFile {
     public static func catchSignals() {
         _ = dirfd.load(ordering: .relaxed)   // both statics initialised before a handler may read them
         _ = name
+        MadeDirectories.Records.prepare()
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = handler
+        action.sa_flags = SA_RESTART
+        sigemptyset(&action.sa_mask)
+        for s in signals { sigaddset(&action.sa_mask, s) }
         for s in signals {
             var old = sigaction()
             guard sigaction(s, nil, &old) == 0,
                   unsafeBitCast(old.__sigaction_handler.sa_handler, to: Int.self) != unsafeBitCast(SIG_IGN, to: Int.self)
             else { continue }
-            signal(s, handler)
+            sigaction(s, &action, nil)
         }
     }
 
     private static let handler: @convention(c) (Int32) -> Void = { sig in
         let fd = PartialFile.dirfd.exchange(-1, ordering: .acquiring)
         if fd >= 0 { _ = unlinkat(fd, PartialFile.name, 0) }
+        MadeDirectories.Records.removeEmptyOnSignal()
         signal(sig, SIG_DFL)
         raise(sig)
     }

@@ -97,14 +97,16 @@ public struct VaultResolver {
     }
 
     /// Opens the directory at `path`. With `create`, missing components are created as
-    /// encrypted directories (mode `mode`) inheriting their parent's default class.
-    public func directory(_ path: VaultPath, create: Bool = false, mode: mode_t = 0o700) throws -> VaultDirectory {
+    /// encrypted directories (mode `mode`) inheriting their parent's default class; `made`
+    /// is told each one, outermost first.
+    public func directory(_ path: VaultPath, create: Bool = false, mode: mode_t = 0o700,
+                   made: (VaultEntry) -> Void = { _ in }) throws -> VaultDirectory {
         var current = root
         for name in path.components {
             let entry = VaultEntry(parent: current, name: name, encoded: tree.names.encode(name, in: current.info))
             if try entry.stat() == nil {
                 guard create else { throw StoreError.notFound(entry.path.description) }
-                try makeDirectory(entry, mode: mode)
+                try makeDirectory(entry, mode: mode, made: made)
             }
             current = try open(entry)
         }
@@ -113,9 +115,9 @@ public struct VaultResolver {
 
     /// Resolves the parent of `path` (creating it with `createParents`) and encrypts the last
     /// name. The root itself has no entry.
-    public func entry(_ path: VaultPath, createParents: Bool = false) throws -> VaultEntry {
+    public func entry(_ path: VaultPath, createParents: Bool = false, made: (VaultEntry) -> Void = { _ in }) throws -> VaultEntry {
         guard let name = path.lastName else { throw StoreError.invalidArgument("the vault root has no entry of its own") }
-        let parent = try directory(path.parent, create: createParents)
+        let parent = try directory(path.parent, create: createParents, made: made)
         return VaultEntry(parent: parent, name: name, encoded: tree.names.encode(name, in: parent.info))
     }
 
@@ -146,9 +148,10 @@ public struct VaultResolver {
 
     /// Creates the encrypted directory `entry` (companion first for a long name), then syncs
     /// its parent so that the new entry survives a crash. Losing a race to another creator of
-    /// the same directory is not an error.
-    func makeDirectory(_ entry: VaultEntry, mode: mode_t, marker: String? = nil) throws {
+    /// the same directory is not an error; `made` is told only about a directory made here.
+    func makeDirectory(_ entry: VaultEntry, mode: mode_t, marker: String? = nil, made: (VaultEntry) -> Void = { _ in }) throws {
         if try createDirectory(entry, mode: mode, marker: marker) {
+            made(entry)
             try AtomicFile.syncDirectory(entry.parent.fd, entry.path.description)
         }
     }

@@ -1,0 +1,115 @@
+import Foundation
+import XCTest
+
+/// What an offline `photovault import` leaves when it fails or a signal ends it: the files it
+/// completed, and no debris: no directory it made that holds nothing, no temp entry
+/// (`.pvtmp-*`). Checked through the built binary, `fsck`, the store's own listing and the
+/// mounted view.
+final class OfflineImportCleanupTests: XCTestCase {
+    static func pv(_ sb: Sandbox, _ args: [String]) -> Harness.Result { OfflineCommandTests.pv(sb, args) }
+
+    /// Every entry of the mounted view (`find -printf %P`, sorted; directories end in `/`).
+    static func view(_ sb: Sandbox) -> String {
+        let mp = sb.mount()
+        defer { sb.unmount(mp) }
+        return sb.ok("cd \(Sandbox.quote(mp)) && find . -mindepth 1 \\( -type d -printf '%P/\\n' \\) -o -printf '%P\\n' "
+                     + "| LC_ALL=C sort")
+    }
+
+    /// The store holds no temp entry, each of its ciphertext directories is one of the view
+    /// (`viewDirectories` and the root), and fsck finds nothing.
+    static func assertStoreClean(_ sb: Sandbox, viewDirectories: Int, _ context: String,
+                                 file: StaticString = #filePath, line: UInt = #line) {
+        let store = Sandbox.quote(sb.store)
+        XCTAssertEqual(sb.ok("find \(store) -name '.pvtmp-*'"), "", "temp entries left: \(context)", file: file, line: line)
+        XCTAssertEqual(sb.ok("find \(store) -name .pvdir | wc -l"), "\(viewDirectories + 1)\n",
+                       "ciphertext directories not in the view: \(context)", file: file, line: line)
+        let fsck = pv(sb, ["fsck"])
+        XCTAssertEqual(fsck.status, 0, "\(context): \(fsck.stdout)\(fsck.stderr)", file: file, line: line)
+        XCTAssertTrue(fsck.stdout.hasSuffix(": 0 problems\n"), "\(context): \(fsck.stdout)", file: file, line: line)
+    }
+
+    /// An import that fails partway (here: the store is full) removes, deepest first, the
+    /// directories it made that hold nothing, DEST's missing parents included; what it
+    /// completed stays (a file, and an empty source directory copied completely), with the
+    /// directories holding it; a directory that was there before (`/mine`, left empty) stays.
+    /// The same for standard input, and for a long name (with its companion). The empty directories used to stay behind.
+    func testAFailedImportRemovesTheEmptyDirectoriesItMade() throws {
+        XCTAssertEqual(getuid(), 0, "a tmpfs mount needs root")
+        let sb = OfflineCommandTests.sandboxWithSmallStore("pv-import-debris", self)
+        let src = sb.plainDir("src"), qs = Sandbox.quote(src)
+        sb.ok("mkdir -p \(qs)/mine \(qs)/tree/a/e \(qs)/tree/b/c/d && printf one > \(qs)/tree/a/1.txt "
+              + "&& head -c 4000000 /dev/urandom > \(qs)/tree/b/c/d/big.bin")
+        XCTAssertEqual(Self.pv(sb, ["import", src + "/mine", "/"]).status, 0)
+
+        assertFailure(Self.pv(sb, ["import", src + "/tree", "/mine/new/deep"]), 19,
+                      "(stopped at /mine/new/deep/tree/b/c/d/big.bin, which was not kept; 1 file imported before it stays)")
+        // A long name: its companion goes with it (fsck would report an orphan).
+        let long = String(repeating: "n", count: 200)
+        assertFailure(Self.pv(sb, ["import", src + "/tree/b", "/mine/x/\(long)"]), 19,
+                      "(stopped at /mine/x/\(long)/b/c/d/big.bin, which was not kept; 0 files imported before it stay)")
+        let stdin = sb.run("head -c 4000000 /dev/urandom | " + OfflineCommandTests.pvLine(sb, ["import", "-", "/mine/s/t/u.bin"]))
+        XCTAssertEqual(stdin.status, 19, stdin.stderr)
+
+        XCTAssertEqual(Self.view(sb), """
+        mine/
+        mine/new/
+        mine/new/deep/
+        mine/new/deep/tree/
+        mine/new/deep/tree/a/
+        mine/new/deep/tree/a/1.txt
+        mine/new/deep/tree/a/e/
+
+        """)
+        Self.assertStoreClean(sb, viewDirectories: 6, "after the failed imports")
+    }
+
+    /// A Ctrl-C or a SIGTERM while import writes a file removes, besides that file's temp
+    /// file, the directories the import made that hold nothing, deepest first: DEST's parents
+    /// (stdin from a pipe that delivered 2.5 MB and then waits), and the directory the
+    /// interrupted file was going into (a tree whose big file is held in its fsync by
+    /// strace), not the one holding the file completed before it. The signal still ends the
+    /// command (128 + signal). The empty directories used to stay behind.
+    func testASignalRemovesTheEmptyDirectoriesTheImportMade() {
+        let sb = Sandbox("pv-import-signal-debris")
+        sb.initStore()
+        let work = sb.plainDir("work"), q = Sandbox.quote(work), store = Sandbox.quote(sb.store)
+        sb.ok("mkdir -p \(q)/mine \(q)/tree/a \(q)/tree/b && printf one > \(q)/tree/a/1.txt "
+              + "&& head -c 2000000 /dev/urandom > \(q)/tree/b/big.bin")
+        XCTAssertEqual(Self.pv(sb, ["import", work + "/mine", "/"]).status, 0)
+        let waitForBigTemp = "for i in $(seq 400); do [ -n \"$(find \(store) -name '.pvtmp-*' -type f -size +1000k)\" ] "
+            + "&& break; sleep 0.05; done; find \(store) -name '.pvtmp-*' -type f -size +1000k | wc -l"
+
+        let stdin = sb.run("""
+        set -m   # job control: a background job keeps SIGINT (a script's would ignore it)
+        cd \(q) && mkfifo in
+        (head -c 2500000 /dev/urandom; sleep 60) > in &
+        writer=$!
+        \(OfflineCommandTests.pvLine(sb, ["import", "-", "/mine/s/t/u.bin"])) < in 2>/dev/null &
+        pv=$!
+        \(waitForBigTemp)
+        kill -INT $pv; wait $pv; echo "status $?"
+        kill -- -$writer
+        """, timeout: 60)
+        XCTAssertEqual(stdin.stdout, "1\nstatus 130\n", stdin.stderr)
+
+        let tree = sb.run("""
+        set -m
+        strace -f -qq -o /dev/null -e trace=fsync -e inject=fsync:delay_enter=500000 \
+          \(OfflineCommandTests.pvLine(sb, ["import", work + "/tree", "/mine/new"])) 2>/dev/null &
+        \(waitForBigTemp)
+        kill -TERM $(ps -o pid= --ppid $!); wait $!
+        """, timeout: 120)
+        XCTAssertEqual(tree.stdout, "1\n", tree.stderr)
+
+        XCTAssertEqual(Self.view(sb), """
+        mine/
+        mine/new/
+        mine/new/tree/
+        mine/new/tree/a/
+        mine/new/tree/a/1.txt
+
+        """)
+        Self.assertStoreClean(sb, viewDirectories: 4, "after the interrupted imports")
+    }
+}
