@@ -268,8 +268,8 @@ extension CommandSpec {
                 + "DEST_DIR_IN_VAULT. A SOURCE of - reads a single file from standard input (it cannot "
                 + "be combined with --password-stdin). Existing files are kept unless --force is given. "
                 + "If the import fails or is interrupted (Ctrl-C, SIGTERM), the files it copied completely stay, "
-                + "nothing of the file it was copying does, and the directories it made that hold nothing are "
-                + "removed; a directory that was there before is never removed. "
+                + "nothing of the file it was copying does (no temporary entry is left), and the directories it "
+                + "made that hold nothing are removed; a directory that was there before is never removed. "
                 + "While the same account's vault is mounted, the files go through the mount. "
                 + passwordNote,
             arguments: [

@@ -112,4 +112,43 @@ final class OfflineImportCleanupTests: XCTestCase {
         """)
         Self.assertStoreClean(sb, viewDirectories: 4, "after the interrupted imports")
     }
+
+    /// A Ctrl-C or a SIGTERM while import makes a directory (held by strace right after the
+    /// mkdir of its temp directory: DEST's missing parent, with a long name and so a
+    /// companion, and a source directory) or a symlink (right after the symlink under its
+    /// temp name) leaves no `.pvtmp-*` entry and no orphan companion: the step ends first
+    /// (a directory then holding nothing is removed as above; the symlink stays, complete),
+    /// and then the signal ends the command. The temp directory or symlink used to stay
+    /// (fsck: leftoverTemp; the long name's companion: orphanCompanion).
+    func testASignalWhileADirectoryOrASymlinkIsMadeLeavesNoTempEntry() {
+        let sb = Sandbox("pv-import-signal-temp")
+        sb.initStore()
+        let work = sb.plainDir("work"), q = Sandbox.quote(work), store = Sandbox.quote(sb.store)
+        sb.ok("mkdir -p \(q)/mine \(q)/t && printf aaa > \(q)/t/a.txt && ln -s a.txt \(q)/t/link")
+        XCTAssertEqual(Self.pv(sb, ["import", work + "/mine", "/"]).status, 0)
+        let long = "/mine/" + String(repeating: "n", count: 200)
+        let cases = [("mkdirat", "d", long, "INT"), ("mkdirat", "d", "/", "TERM"), ("symlinkat", "l", "/mine", "INT")]
+        for (call, type, dest, sig) in cases {
+            let r = sb.run("""
+            set -m
+            strace -f -qq -o /dev/null -e trace=\(call) -e inject=\(call):delay_exit=2000000 \\
+              \(OfflineCommandTests.pvLine(sb, ["import", work + "/t", dest])) 2>/dev/null &
+            for i in $(seq 200); do [ -n "$(find \(store) -name '.pvtmp-*' -type \(type))" ] && break; sleep 0.05; done
+            find \(store) -name '.pvtmp-*' -type \(type) | wc -l
+            kill -\(sig) $(ps -o pid= --ppid $!); wait $!; echo "status $?"
+            """, timeout: 60)
+            // strace ends as its tracee did: by the signal.
+            XCTAssertEqual(r.stdout, "1\nstatus \(sig == "INT" ? 130 : 143)\n", "\(call) into \(dest): \(r.stderr)")
+            XCTAssertEqual(sb.ok("find \(store) -name '.pvtmp-*'"), "", "\(call) into \(dest), SIG\(sig)")
+        }
+
+        XCTAssertEqual(Self.view(sb), """
+        mine/
+        mine/t/
+        mine/t/a.txt
+        mine/t/link
+
+        """)
+        Self.assertStoreClean(sb, viewDirectories: 2, "after the interrupted imports")
+    }
 }

@@ -428,14 +428,18 @@ public final class Importer {
             do { sealed = try LinkTarget.seal(target, keyring: tree.keyring) }
             catch { throw StoreError.io(errno: ENAMETOOLONG, context: "symlink target of \(display) is longer than \(LinkTarget.maxPlainLength) bytes") }
             let tmp = OfflineSys.temporaryName()
-            guard symlinkat(sealed, entry.parent.fd, tmp) == 0 else { throw StoreError.posix("symlink \(display)") }
-            var placed = false
-            defer { if !placed { unlinkat(entry.parent.fd, tmp, 0) } }
-            OfflineSys.setTimes(entry.parent.fd, tmp, from: st)
-            try entry.create {
-                try OfflineSys.rename(entry.parent.fd, Array(tmp.utf8CString), entry.parent.fd, entry.cName, replace: force, display: display)
+            // One step for a signal (DeferredSignals): the temp link is renamed or removed first.
+            try DeferredSignals.during {
+                guard symlinkat(sealed, entry.parent.fd, tmp) == 0 else { throw StoreError.posix("symlink \(display)") }
+                var placed = false
+                defer { if !placed { unlinkat(entry.parent.fd, tmp, 0) } }
+                OfflineSys.setTimes(entry.parent.fd, tmp, from: st)
+                try entry.create {
+                    try OfflineSys.rename(entry.parent.fd, Array(tmp.utf8CString), entry.parent.fd, entry.cName,
+                                          replace: force, display: display)
+                }
+                placed = true
             }
-            placed = true
             summary.symlinks += 1
             progress(.symlink(display))
         }

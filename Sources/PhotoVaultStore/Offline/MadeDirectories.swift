@@ -48,9 +48,12 @@ final class MadeDirectories {
         let scratch = UnsafeMutableRawPointer.allocate(byteCount: MadeDirectories.scratchSize, alignment: 8)
         defer { scratch.deallocate() }
         while let last = entries.last {
-            let removed = last.encoded.entry.withCString { name in
-                (last.encoded.companion ?? "").withCString { companion in
-                    MadeDirectories.removeIfEmpty(last.parent.fd, name, companion, scratch: scratch)
+            // One step for a signal (DeferredSignals): never a directory left without its .pvdir.
+            let removed = DeferredSignals.during {
+                last.encoded.entry.withCString { name in
+                    (last.encoded.companion ?? "").withCString { companion in
+                        MadeDirectories.removeIfEmpty(last.parent.fd, name, companion, scratch: scratch)
+                    }
                 }
             }
             guard removed else { break }

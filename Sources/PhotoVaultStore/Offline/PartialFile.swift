@@ -11,7 +11,9 @@ import Synchronization
 /// ignored (a background job of a script, `nohup`) stays ignored.
 ///
 /// An import's handler then also removes the directories the import made that hold nothing
-/// (`MadeDirectories`), deepest first, as a failed import does.
+/// (`MadeDirectories`), deepest first, as a failed import does. A signal during one of the
+/// short steps a signal must not cut in two (making a directory or a symlink, a final
+/// rename: `DeferredSignals`) is held until the step ends, then handled so.
 ///
 /// The handler only loads atomics and calls unlinkat(2), openat(2), getdents64(2), close(2),
 /// signal(2) and raise(3), which are async-signal-safe; the other signals of `signals` wait
@@ -38,6 +40,7 @@ public enum PartialFile {
         _ = dirfd.load(ordering: .relaxed)   // both statics initialised before a handler may read them
         _ = name
         MadeDirectories.Records.prepare()
+        DeferredSignals.prepare()
         var action = sigaction()
         action.__sigaction_handler.sa_handler = handler
         action.sa_flags = SA_RESTART
@@ -53,6 +56,7 @@ public enum PartialFile {
     }
 
     private static let handler: @convention(c) (Int32) -> Void = { sig in
+        if DeferredSignals.hold(sig) { return }   // raised again when the step ends
         let fd = PartialFile.dirfd.exchange(-1, ordering: .acquiring)
         if fd >= 0 { _ = unlinkat(fd, PartialFile.name, 0) }
         MadeDirectories.Records.removeEmptyOnSignal()

@@ -64,16 +64,18 @@ public struct VaultEntry {
     /// (FORMAT.md section 6: companions first). If that fails and the entry is not there,
     /// the companion just written is removed again: it would be an orphan. An entry that is
     /// there (one `force` was replacing, or a concurrent creator's) keeps its companion,
-    /// which is the same file.
+    /// which is the same file. One step for a signal (`DeferredSignals`): no orphan companion.
     func create(_ create: () throws -> Void) throws {
-        do {
-            try NameCodec.writeCompanion(encoded, in: parent.fd)
-            try create()
-        } catch {
-            var missing = false   // an entry that cannot be looked at keeps its companion
-            do { missing = try self.stat() == nil } catch {}
-            if missing { NameCodec.removeCompanion(encoded, in: parent.fd) }
-            throw error
+        try DeferredSignals.during {
+            do {
+                try NameCodec.writeCompanion(encoded, in: parent.fd)
+                try create()
+            } catch {
+                var missing = false   // an entry that cannot be looked at keeps its companion
+                do { missing = try self.stat() == nil } catch {}
+                if missing { NameCodec.removeCompanion(encoded, in: parent.fd) }
+                throw error
+            }
         }
     }
 }
@@ -148,10 +150,15 @@ public struct VaultResolver {
 
     /// Creates the encrypted directory `entry` (companion first for a long name), then syncs
     /// its parent so that the new entry survives a crash. Losing a race to another creator of
-    /// the same directory is not an error; `made` is told only about a directory made here.
+    /// the same directory is not an error; `made` is told only about a directory made here,
+    /// in the same step for a signal (`DeferredSignals`) as its making.
     func makeDirectory(_ entry: VaultEntry, mode: mode_t, marker: String? = nil, made: (VaultEntry) -> Void = { _ in }) throws {
-        if try createDirectory(entry, mode: mode, marker: marker) {
-            made(entry)
+        let madeHere = try DeferredSignals.during {
+            let m = try createDirectory(entry, mode: mode, marker: marker)
+            if m { made(entry) }
+            return m
+        }
+        if madeHere {
             try AtomicFile.syncDirectory(entry.parent.fd, entry.path.description)
         }
     }
