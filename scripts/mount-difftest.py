@@ -29,6 +29,12 @@ EXPECTED = {
     ("copy", "cfr-content"): "follows from the refused fallocate above",
     ("copy", "tree/cfr/sha"): "follows from the refused fallocate above",
     ("copy", "tree/cfr/size"): "follows from the refused fallocate above",
+    ("limits", "symlink:3001"): "symlink targets up to 3,000 bytes (FORMAT.md section 8, README)",
+    ("limits", "symlink:4095"): "symlink targets up to 3,000 bytes (FORMAT.md section 8, README)",
+    ("limits", "xattr-value:65497"): "xattr values up to 65,496 bytes (FORMAT.md section 8, README)",
+    ("limits", "xattr-value:65536"): "xattr values up to 65,496 bytes (FORMAT.md section 8, README)",
+    ("limits", "xattr-name:161"): "xattr names up to 160 bytes (FORMAT.md section 8, README)",
+    ("limits", "xattr-name:255"): "xattr names up to 160 bytes (FORMAT.md section 8, README)",
     ("attrs", "chmod-file"): "regular files never keep setuid/setgid (FORMAT.md section 8, README)",
 }
 
@@ -592,7 +598,24 @@ def s_editors(c):
     return o
 
 
-SCENARIOS = {"editors": s_editors, "copy": s_copy, "big": s_big, "append_pwrite": s_append_pwrite, "mmap": s_mmap, "unlink_rename": s_unlink_rename,
+def s_limits(c):
+    """Lengths of symlink targets, xattr names and values at and past the limits."""
+    o = {}
+    for n in (3000, 3001, 4095, 4096):
+        p = c.p("l%d" % n)
+        o["symlink:%d" % n] = errname(lambda: (os.symlink("t" * n, p), len(os.readlink(p)))[1])
+    f = c.p("x")
+    open(f, "w").close()
+    for n in (65496, 65497, 65536, 65537):
+        o["xattr-value:%d" % n] = errname(lambda: (os.setxattr(f, "user.v", b"v" * n), len(os.getxattr(f, "user.v")))[1])
+    for n in (160, 161, 255, 256):
+        o["xattr-name:%d" % n] = errname(lambda: os.setxattr(f, "user." + "n" * (n - 5), b"v"))
+    for n in (255, 256):
+        o["name:%d" % n] = errname(lambda: open(c.p("f" * n), "w").close())
+    return o
+
+
+SCENARIOS = {"limits": s_limits, "editors": s_editors, "copy": s_copy, "big": s_big, "append_pwrite": s_append_pwrite, "mmap": s_mmap, "unlink_rename": s_unlink_rename,
              "links": s_links, "tools": s_tools, "attrs": s_attrs}
 
 

@@ -17,16 +17,12 @@ final class MountPlainParityTests: XCTestCase {
         let sb = Sandbox("pv-far")
         // The store and the plain copies on tmpfs: a 17 TB sparse file is past ext4's limit.
         let ref = sb.plainDir("ref")
-        try? FileManager.default.createDirectory(atPath: sb.store, withIntermediateDirectories: true)
-        sb.ok("mount -t tmpfs -o size=256m,mode=700 pvfar \(Sandbox.quote(sb.store)) && mount -t tmpfs -o size=64m pvfarref \(Sandbox.quote(ref))")
-        var mp = ""
-        defer {
-            if !mp.isEmpty { Harness.forceUnmount(mp) }
-            _ = Harness.run(["umount", "-l", sb.store], timeout: 10)
-            _ = Harness.run(["umount", "-l", ref], timeout: 10)
-        }
+        sb.ok("mount -t tmpfs -o size=64m pvfarref \(Sandbox.quote(ref))")
+        defer { _ = Harness.run(["umount", "-l", ref], timeout: 10) }
+        let store = sb.storeOnTmpfs()
+        defer { store.remove() }
         sb.initStore()
-        mp = sb.mount()
+        var mp = sb.mount()
         let chunk = 4096
         sb.ok("head -c \(chunk) /dev/urandom > \(Sandbox.quote(sb.root))/seed")
         // (name, index of the first chunk written): chunk 2^20 starts at 4 GiB.
@@ -103,7 +99,6 @@ final class MountPlainParityTests: XCTestCase {
         XCTAssertEqual(sb.ok("tail -c +\(((1 << 32) - 1) * chunk + 1) \(Sandbox.quote(mp))/far | sha256sum"),
                        sb.ok("tail -c +\(((1 << 32) - 1) * chunk + 1) \(Sandbox.quote(ref))/far | sha256sum"))
         sb.unmount(mp)
-        mp = ""
     }
 
     /// A file unlinked or renamed over while open stays readable and writable through its
@@ -239,9 +234,62 @@ final class MountPlainParityTests: XCTestCase {
         sb.ok("cmp \(Sandbox.quote(mp))/range \(Sandbox.quote(ref))/range")
         sb.unmount(mp)
     }
+
+    /// Where the mount's limits are smaller than a local file system's (README, FORMAT.md
+    /// section 8), they are the documented ones: a symlink target of 3,000 bytes, an
+    /// attribute name of 160 and a value of 65,496 bytes are kept whole, one byte more gets
+    /// ENAMETOOLONG, ERANGE and E2BIG; a file name keeps the full 255 bytes.
+    func testSealedLengthLimitsAreTheDocumentedOnes() {
+        let sb = Sandbox("pv-limits")
+        let store = sb.storeOnTmpfs()   // ext4 takes no value over one block (ENOSPC)
+        defer { store.remove() }
+        sb.initStore()
+        var mp = sb.mount()
+        let py = """
+        import errno, os, sys
+        os.chdir(sys.argv[1])
+        def attempt(f):
+            try:
+                return f()
+            except OSError as e:
+                return errno.errorcode[e.errno]
+        open("x", "w").close()
+        print([attempt(lambda: (os.symlink("t" * n, "l%d" % n), len(os.readlink("l%d" % n)))[1]) for n in (3000, 3001)],
+              [attempt(lambda: (os.setxattr("x", "user." + "n" * (n - 5), b"v"), n)[1]) for n in (160, 161)],
+              [attempt(lambda: (os.setxattr("x", "user.v%d" % n, b"v" * n), len(os.getxattr("x", "user.v%d" % n)))[1])
+               for n in (65496, 65497)],
+              attempt(lambda: (open("f" * 255, "w").close(), len(os.listdir(".")))[1]))
+        """
+        let script = sb.root + "/limits.py"
+        try! py.write(toFile: script, atomically: true, encoding: .utf8)
+        XCTAssertEqual(sb.ok("python3 \(Sandbox.quote(script)) \(Sandbox.quote(mp))"),
+                       "[3000, 'ENAMETOOLONG'] [160, 'ERANGE'] [65496, 'E2BIG'] 3\n")
+        mp = sb.remount(mp)
+        let q = Sandbox.quote(mp)
+        XCTAssertEqual(sb.ok("readlink \(q)/l3000 | tr -d '\\n' | wc -c; getfattr --only-values -n user.v65496 \(q)/x | wc -c"),
+                       "3000\n65496\n")
+        sb.unmount(mp)
+    }
+}
+
+/// A tmpfs mounted on a sandbox's store directory (before `initStore`).
+struct TmpfsStore {
+    let sandbox: Sandbox
+
+    /// Unmounts the vault's mounts first: their daemons hold files of the store.
+    func remove() {
+        for m in sandbox.mounts { Harness.forceUnmount(m) }
+        _ = Harness.run(["umount", "-l", sandbox.store], timeout: 10)
+    }
 }
 
 extension Sandbox {
+    func storeOnTmpfs(file: StaticString = #filePath, line: UInt = #line) -> TmpfsStore {
+        try? FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
+        ok("mount -t tmpfs -o size=256m,mode=700 pvstore \(Sandbox.quote(store))", file: file, line: line)
+        return TmpfsStore(sandbox: self)
+    }
+
     /// Writes `source` to ROOT/`named`.py, runs it with each directory as its argument and
     /// asserts that both print the same; returns what it printed in the first.
     func samePythonOutput(_ source: String, named: String, in first: String, and second: String,
