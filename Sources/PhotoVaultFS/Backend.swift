@@ -25,6 +25,8 @@ protocol FileContent: AnyObject {
     func read(into buffer: UnsafeMutableRawPointer, count: Int, offset: Int64) throws -> Int
     func write(from buffer: UnsafeRawPointer, count: Int, offset: Int64) throws -> Int
     func truncate(to size: Int64) throws
+    /// fallocate(2) mode 0 or FALLOC_FL_KEEP_SIZE (`keepSize`) of [offset, offset + length).
+    func allocate(offset: Int64, length: Int64, keepSize: Bool) throws
     func sync(dataOnly: Bool) throws
     /// Forgets the file key (device lock); later reads and writes fail with `.locked`.
     func wipeKey()

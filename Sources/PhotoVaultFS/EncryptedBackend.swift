@@ -204,6 +204,9 @@ final class EncryptedContent: FileContent {
         try file.write(from: buffer, count: count, offset: UInt64(offset))
     }
     func truncate(to size: Int64) throws { try file.truncate(to: UInt64(size)) }
+    func allocate(offset: Int64, length: Int64, keepSize: Bool) throws {
+        try file.allocate(upTo: UInt64(offset) + UInt64(length), keepSize: keepSize)
+    }
     func sync(dataOnly: Bool) throws { try file.sync() }
     func wipeKey() { file.forgetKey() }
     func close() throws { file.close() }

@@ -264,6 +264,23 @@ extension VaultFileSystem {
         }
     }
 
+    /// fallocate(2). The mount has no holes: mode 0 extends the file with sealed zeros (as a
+    /// truncate up), FALLOC_FL_KEEP_SIZE reserves the ciphertext's space past the end; other
+    /// modes (punching, zeroing, collapsing, inserting ranges) are not supported.
+    func fallocate(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ mode: Int32, _ off: off_t, _ length: off_t,
+                   _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+        guard let h = handle(fi) else { fuse_reply_err(req, EBADF); return }
+        do {
+            guard mode & ~FALLOC_FL_KEEP_SIZE_VALUE == 0 else { throw FSError.notSupported }
+            guard off >= 0, length > 0 else { throw FSError.invalidArgument }
+            guard off <= off_t.max - length else { throw FSError.posix(EFBIG) }
+            try h.content.allocate(offset: Int64(off), length: Int64(length), keepSize: mode != 0)
+            fuse_reply_err(req, 0)
+        } catch {
+            fail(req, error, "fallocate \(table.path(of: ino)) at \(off)")
+        }
+    }
+
     /// SEEK_DATA / SEEK_HOLE (the kernel handles the other whences): no holes are tracked,
     /// so the whole file is data.
     func lseek(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ off: off_t, _ whence: Int32, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
@@ -425,3 +442,4 @@ extension VaultFileSystem {
 
 let SEEK_DATA_VALUE: Int32 = 3
 let SEEK_HOLE_VALUE: Int32 = 4
+let FALLOC_FL_KEEP_SIZE_VALUE: Int32 = 0x01

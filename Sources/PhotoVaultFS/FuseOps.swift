@@ -80,6 +80,7 @@ enum FuseOps {
         o.access = { req, ino, mask in FuseOps.serve(req, activity: false) { $0.access(req, ino, mask) } }
         o.create = { req, parent, name, mode, fi in FuseOps.serve(req) { $0.create(req, parent, name, mode, fi) } }
         o.lseek = { req, ino, off, whence, fi in FuseOps.serve(req) { $0.lseek(req, ino, off, whence, fi) } }
+        o.fallocate = { req, ino, mode, off, length, fi in FuseOps.serve(req) { $0.fallocate(req, ino, mode, off, length, fi) } }
         return o
     }
 }

@@ -310,6 +310,13 @@ final class ContentState: @unchecked Sendable {
         }
     }
 
+    func allocate(offset: Int64, length: Int64, keepSize: Bool) throws {
+        try rw.withWriteLock {
+            if keyWiped { throw FSError.locked }
+            try file.allocate(offset: offset, length: length, keepSize: keepSize)
+        }
+    }
+
     /// Throws once the content is closed: its descriptor number may already belong to another
     /// file (a stat racing the last release must then use the backing file's size).
     func size() throws -> Int64 {

@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 import PhotoVaultCrypto
 
 /// Identity backend: the backing tree is shown as is. It proves the adapter against a
@@ -81,6 +82,15 @@ final class PlainContent: FileContent {
 
     func truncate(to size: Int64) throws {
         guard ftruncate(fd, off_t(size)) == 0 else { throw FSError.last() }
+    }
+
+    func allocate(offset: Int64, length: Int64, keepSize: Bool) throws {
+        if keepSize {
+            guard pv_reserve(fd, offset, length) == 0 else { throw FSError.last() }
+        } else {
+            let e = posix_fallocate(fd, off_t(offset), off_t(length))
+            guard e == 0 else { throw FSError.posix(e) }
+        }
     }
 
     func sync(dataOnly: Bool) throws {

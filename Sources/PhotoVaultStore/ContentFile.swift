@@ -215,6 +215,27 @@ public final class ContentFile: @unchecked Sendable {
         return count
     }
 
+    /// fallocate(2) up to plaintext byte `end`. Every byte below the size is stored already
+    /// (holes are sealed zeros), so only a range past the end does anything: it extends the
+    /// file with sealed zeros as a truncate up does, or with `keepSize` reserves the space its
+    /// ciphertext would take underneath (FALLOC_FL_KEEP_SIZE) and leaves the size alone.
+    public func allocate(upTo end: UInt64, keepSize: Bool) throws {
+        guard end <= ChunkLayout.maximumPlaintextSize else { throw tooLarge() }
+        lockWrite(); defer { unlock() }
+        let size = try plaintextSizeLocked()
+        guard end > size else { return }
+        if !keepSize {
+            if header == nil && !keyForgotten { try writeNewHeader(classForNewHeader) }
+            return try writeLocked(data: nil, count: 0, offset: end)
+        }
+        let from = header == nil ? 0 : layout.ciphertextSize(plaintextSize: size)
+        let to = layout.ciphertextSize(plaintextSize: end)
+        guard pv_reserve(fd, Int64(from), Int64(to - from)) == 0 else {
+            let e = errno
+            throw e == ENOSPC || e == EDQUOT ? StoreError.noSpace : .io(errno: e, context: "\(displayPath): fallocate")
+        }
+    }
+
     /// Truncates or extends to `newSize` plaintext bytes.
     public func truncate(to newSize: UInt64) throws {
         guard newSize <= ChunkLayout.maximumPlaintextSize else { throw tooLarge() }

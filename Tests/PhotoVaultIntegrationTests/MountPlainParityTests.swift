@@ -104,10 +104,7 @@ final class MountPlainParityTests: XCTestCase {
     /// A file unlinked or renamed over while open stays readable and writable through its
     /// descriptor, is gone from the listing, and leaves nothing in the store once closed.
     func testOpenFilesUnlinkedOrReplacedAsOnAPlainDirectoryAndGoneFromTheStoreAfterClose() {
-        let sb = Sandbox("pv-orphan")
-        sb.initStore()
-        let mp = sb.mount()
-        let ref = sb.plainDir("ref")
+        let (sb, mp, ref) = Sandbox.mountedBesidePlainDirectory("pv-orphan")
         // Long names (a companion underneath holds each, FORMAT.md section 6) must go too.
         let py = """
         import os, sys
@@ -154,10 +151,8 @@ final class MountPlainParityTests: XCTestCase {
     /// `rsync -a --inplace` of a changed file, then again, transfers nothing the second time;
     /// copy_file_range with offsets copies the same bytes.
     func testTimesOwnersExchangeInplaceAndCopyRangeAsOnAPlainDirectory() {
-        let sb = Sandbox("pv-parity")
-        sb.initStore()
-        var mp = sb.mount()
-        let ref = sb.plainDir("ref")
+        let (sb, mountpoint, ref) = Sandbox.mountedBesidePlainDirectory("pv-parity")
+        var mp = mountpoint
         let py = """
         import ctypes, os, sys
         os.chdir(sys.argv[1])
@@ -270,6 +265,50 @@ final class MountPlainParityTests: XCTestCase {
                        "3000\n65496\n")
         sb.unmount(mp)
     }
+
+    /// fallocate(2) as on a local file system: mode 0 extends a file with zeros (`fallocate -l`,
+    /// posix_fallocate) and does nothing inside it, FALLOC_FL_KEEP_SIZE reserves space past
+    /// the end and keeps the size, and `rsync --preallocate` copies without complaint. Punching
+    /// a hole is refused (EOPNOTSUPP): holes are sealed zeros. (fallocate failed with
+    /// EOPNOTSUPP in every mode: `fallocate -l` failed, rsync printed an error for each file.)
+    func testFallocateExtendsAndReservesAsOnAPlainFile() {
+        let (sb, mp, ref) = Sandbox.mountedBesidePlainDirectory("pv-falloc")
+        let py = """
+        import ctypes, errno, os, sys
+        os.chdir(sys.argv[1])
+        libc = ctypes.CDLL(None, use_errno=True)
+        def falloc(fd, mode, off, n):
+            ok = libc.fallocate(fd, mode, ctypes.c_long(off), ctypes.c_long(n)) == 0
+            return "ok" if ok else errno.errorcode[ctypes.get_errno()]
+        fd = os.open("f", os.O_RDWR | os.O_CREAT, 0o644)
+        os.write(fd, b"head")
+        out = [falloc(fd, 0, 0, 10000), os.fstat(fd).st_size, os.pread(fd, 20000, 0) == b"head" + bytes(9996)]
+        out += [falloc(fd, 0, 100, 50), os.fstat(fd).st_size]
+        blocks = os.fstat(fd).st_blocks
+        out += [falloc(fd, 1, 5000, 200000), os.fstat(fd).st_size, os.fstat(fd).st_blocks > blocks + 300]
+        os.pwrite(fd, b"tail", 12000)
+        out += [os.fstat(fd).st_size, os.pread(fd, 4, 12000), os.pread(fd, 2000, 10000) == bytes(2000)]
+        os.posix_fallocate(fd, 0, 70000)
+        out += [os.fstat(fd).st_size]
+        print(out)
+        """
+        XCTAssertEqual(sb.samePythonOutput(py, named: "falloc", in: mp, and: ref),
+                       "['ok', 10000, True, 'ok', 10000, 'ok', 10000, True, 12004, b'tail', True, 70000]\n")
+        let q = Sandbox.quote(mp)
+        sb.ok("fallocate -l 3000000 \(q)/tool && printf END >> \(q)/tool")
+        XCTAssertEqual(sb.ok("stat -c %s \(q)/tool && head -c 3000000 \(q)/tool | tr -d '\\0' | wc -c && tail -c 3 \(q)/tool"),
+                       "3000003\n0\nEND")
+        let src = sb.plainDir("src")
+        sb.ok("head -c 300000 /dev/urandom > \(Sandbox.quote(src))/a.jpg && truncate -s 1M \(Sandbox.quote(src))/zeros")
+        let r = sb.run("rsync -a --preallocate \(Sandbox.quote(src))/ \(q)/pre/")
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(r.stderr, "")
+        sb.ok("diff -r \(Sandbox.quote(src)) \(q)/pre")
+        let punch = sb.run("fallocate --punch-hole -o 0 -l 4096 \(q)/tool")
+        XCTAssertNotEqual(punch.status, 0)
+        XCTAssertEqual(sb.ok("stat -c %s \(q)/tool && tail -c 3 \(q)/tool"), "3000003\nEND")
+        sb.unmount(mp)
+    }
 }
 
 /// A tmpfs mounted on a sandbox's store directory (before `initStore`).
@@ -284,6 +323,13 @@ struct TmpfsStore {
 }
 
 extension Sandbox {
+    /// A store with alice's vault mounted, and an empty plain directory "ref" beside it.
+    static func mountedBesidePlainDirectory(_ name: String) -> (Sandbox, String, String) {
+        let sb = Sandbox(name)
+        sb.initStore()
+        return (sb, sb.mount(), sb.plainDir("ref"))
+    }
+
     func storeOnTmpfs(file: StaticString = #filePath, line: UInt = #line) -> TmpfsStore {
         try? FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
         ok("mount -t tmpfs -o size=256m,mode=700 pvstore \(Sandbox.quote(store))", file: file, line: line)
