@@ -33,6 +33,10 @@ EXPECTED = {
     ("limits", "xattr-value:65536"): "xattr values up to 65,496 bytes (FORMAT.md section 8, README)",
     ("limits", "xattr-name:161"): "xattr names up to 160 bytes (FORMAT.md section 8, README)",
     ("limits", "xattr-name:255"): "xattr names up to 160 bytes (FORMAT.md section 8, README)",
+    ("ctimes", "file:write"): "a write reads the chunk it rewrites underneath: atime may move (README)",
+    ("ctimes", "file:write-same-fd-partial"): "a write reads the chunk it rewrites underneath: atime may move (README)",
+    ("ctimes", "file:write-whole-chunk"): "a write reads the chunk it rewrites underneath: atime may move (README)",
+    ("ctimes", "file:truncate-same"): "the atime moved by the write before it, seen once the cached attributes expire (README)",
     ("attrs", "chmod-file"): "regular files never keep setuid/setgid (FORMAT.md section 8, README)",
 }
 
@@ -613,7 +617,55 @@ def s_limits(c):
     return o
 
 
-SCENARIOS = {"limits": s_limits, "editors": s_editors, "copy": s_copy, "big": s_big, "append_pwrite": s_append_pwrite, "mmap": s_mmap, "unlink_rename": s_unlink_rename,
+def s_ctimes(c):
+    """Which calls change a file's ctime/mtime and a directory's mtime (each compared as changed
+    or not, 20 ms apart)."""
+    o = {}
+    os.makedirs(c.p("d"))
+    os.makedirs(c.p("e"))
+    f = c.p("d/f")
+    open(f, "w").write("x")
+    fd = os.open(f, os.O_RDWR)
+
+    def changes(what, path, fn):
+        before = os.lstat(path)
+        time.sleep(0.02)
+        fn()
+        after = os.lstat(path if os.path.lexists(path) else fn.__dict__.get("moved", path))
+        o[what] = (after.st_ctime_ns != before.st_ctime_ns, after.st_mtime_ns != before.st_mtime_ns,
+                   after.st_atime_ns != before.st_atime_ns)
+
+    changes("file:chmod", f, lambda: os.chmod(f, 0o600))
+    changes("file:chown", f, lambda: os.chown(f, 5, 5))
+    changes("file:link", f, lambda: os.link(f, c.p("d/g")))
+    changes("file:unlink-other-name", f, lambda: os.unlink(c.p("d/g")))
+    changes("file:open-rw", f, lambda: os.close(os.open(f, os.O_RDWR)))
+    changes("file:stat", f, lambda: os.stat(f))
+    changes("file:write", f, lambda: open(f, "a").write("y"))
+    changes("file:write-whole-chunk", f, lambda: os.pwrite(fd, b"z" * CHUNK, CHUNK))
+    changes("file:write-same-fd-partial", f, lambda: os.pwrite(fd, b"w" * 10, 3))
+    changes("file:truncate-same", f, lambda: os.truncate(f, 2))
+    changes("file:setxattr", f, lambda: os.setxattr(f, "user.k", b"v"))
+    changes("file:read", f, lambda: open(f).read())
+    changes("dir:create", c.p("d"), lambda: open(c.p("d/new"), "w").close())
+    changes("dir:unlink", c.p("d"), lambda: os.unlink(c.p("d/new")))
+    changes("dir:rename-within", c.p("d"), lambda: os.rename(f, c.p("d/f2")))
+    changes("dir:rename-out", c.p("d"), lambda: os.rename(c.p("d/f2"), c.p("e/f3")))
+    changes("dir:rename-in", c.p("e"), lambda: None)
+    changes("dir:mkdir", c.p("d"), lambda: os.mkdir(c.p("d/sub")))
+    changes("dir:chmod", c.p("d"), lambda: os.chmod(c.p("d"), 0o711))
+    changes("dir:listing", c.p("e"), lambda: os.listdir(c.p("e")))
+    before = os.lstat(c.p("e/f3"))
+    time.sleep(0.02)
+    os.rename(c.p("e/f3"), c.p("d/f4"))
+    after = os.lstat(c.p("d/f4"))
+    o["file:renamed-ctime"] = after.st_ctime_ns != before.st_ctime_ns
+    o["nlink"] = [os.stat(c.p(x)).st_nlink for x in ("d", "e")]
+    os.close(fd)
+    return o
+
+
+SCENARIOS = {"ctimes": s_ctimes, "limits": s_limits, "editors": s_editors, "copy": s_copy, "big": s_big, "append_pwrite": s_append_pwrite, "mmap": s_mmap, "unlink_rename": s_unlink_rename,
              "links": s_links, "tools": s_tools, "attrs": s_attrs}
 
 
