@@ -14,6 +14,7 @@
 #include <spawn.h>
 #include <syslog.h>
 #include <sys/xattr.h>
+#include <sys/vfs.h>
 
 #define PV_RENAME_NOREPLACE 1
 #define PV_RENAME_EXCHANGE 2
@@ -36,6 +37,11 @@ static inline short pv_posix_spawn_setsid(void) { return 0x80; }      /* POSIX_S
 /* fallocate(FALLOC_FL_KEEP_SIZE): reserve blocks without changing the file's size. */
 static inline int pv_reserve(int fd, long long offset, long long length) {
     return (int)syscall(SYS_fallocate, fd, 0x01, (off_t)offset, (off_t)length);
+}
+/* fstatfs's f_type (the filesystem's magic number), or -1 with errno set. */
+static inline long long pv_fs_type(int fd) {
+    struct statfs s;
+    return fstatfs(fd, &s) == 0 ? (long long)s.f_type : -1;
 }
 /* syslog is variadic: log one preformatted string. */
 static inline void pv_syslog(int priority, const char *msg) { syslog(priority, "%s", msg); }

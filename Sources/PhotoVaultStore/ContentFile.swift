@@ -23,6 +23,10 @@ public final class ContentFile: @unchecked Sendable {
     private(set) public var keyForgotten = false
     /// Best-effort plaintext path, for error messages and logs.
     public var displayPath: String
+    /// Whether rewriting chunks in place can need free space here (copy-on-write
+    /// filesystems): such rewrites are reserved first (`InPlaceOverwrite`). Asked on the
+    /// first write (under the write lock), not on every open.
+    private lazy var overwritesMayNeedSpace = InPlaceOverwrite.mayNeedSpace(fd)
 
     /// Opens an existing file, unwrapping its key with the keyring. A 0-byte ciphertext file is
     /// an empty file whose header is written on the first write, with `classForNewHeader`.
@@ -256,14 +260,14 @@ public final class ContentFile: @unchecked Sendable {
             guard ftruncate(fd, Int(layout.ciphertextSize(plaintextSize: newSize))) == 0 else { throw StoreError.posix("ftruncate") }
             return
         }
-        // Cut after the chunk that becomes the last one (the file stays valid if we crash
-        // here), then reseal that chunk shorter in place and cut to the final length. A
-        // crash between those two leaves the chunk failing authentication (EIO), never
-        // wrong bytes: contents are not crash-atomic (FORMAT.md section 9).
+        // Reseal the chunk that becomes the last one shorter in place, then cut to the final
+        // length. A crash between those two leaves the chunk failing authentication (EIO),
+        // never wrong bytes: contents are not crash-atomic (FORMAT.md section 9). A failure
+        // (a full copy-on-write filesystem) leaves the file as it was: nothing is cut before
+        // the chunk is written, and the chunk's old bytes are put back if the cut fails.
         let cipher = try cipherForUse()
         let idx = newSize / cs
         let oldLen = Int(min(cs, size - idx * cs))
-        guard ftruncate(fd, Int(layout.sealedOffset(ofChunk: idx)) + oldLen + layout.overhead) == 0 else { throw StoreError.posix("ftruncate") }
         let sealed = UnsafeMutableRawPointer.allocate(byteCount: layout.sealedChunkSize, alignment: 16)
         let plain = UnsafeMutableRawPointer.allocate(byteCount: layout.chunkSize, alignment: 16)
         defer { secureZero(UnsafeMutableRawBufferPointer(start: plain, count: layout.chunkSize)); plain.deallocate(); sealed.deallocate() }
@@ -276,8 +280,32 @@ public final class ContentFile: @unchecked Sendable {
             nonces.nonce(0, into: nb.baseAddress!)
             cipher.seal(index: idx, plaintext: plain, count: Int(rem), nonce: nb.baseAddress!, into: sealed)
         }
-        try FileIO.writeAll(fd, sealed, Int(rem) + layout.overhead, offset: Int64(layout.sealedOffset(ofChunk: idx)))
-        guard ftruncate(fd, Int(layout.ciphertextSize(plaintextSize: newSize))) == 0 else { throw StoreError.posix("ftruncate") }
+        try writeInPlace(sealed, Int(rem) + layout.overhead, firstChunk: idx, oldCipherSize: layout.ciphertextSize(plaintextSize: size),
+                         keepOld: true) {
+            guard ftruncate(fd, Int(layout.ciphertextSize(plaintextSize: newSize))) == 0 else { throw StoreError.posix("ftruncate") }
+        }
+    }
+
+    /// Writes sealed chunks from `firstChunk` on. The part over bytes the file holds (below
+    /// `oldCipherSize`) is reserved first where that needs space (`InPlaceOverwrite`), and
+    /// its old bytes are kept and put back if the write, or `then`, fails; `keepOld` keeps
+    /// them on other filesystems too.
+    private func writeInPlace(_ buf: UnsafeRawPointer, _ count: Int, firstChunk: UInt64, oldCipherSize: UInt64,
+                              keepOld: Bool = false, then: () throws -> Void = {}) throws {
+        let at = layout.sealedOffset(ofChunk: firstChunk)
+        var kept: LastChunkBackup? = nil
+        if at < oldCipherSize && (overwritesMayNeedSpace || keepOld) {
+            kept = try InPlaceOverwrite.keep(fd, firstChunk: firstChunk, offset: at, count: Int(min(UInt64(count), oldCipherSize - at)),
+                                             reserve: overwritesMayNeedSpace, path: displayPath)
+        }
+        defer { kept?.deallocate() }
+        do {
+            try FileIO.writeAll(fd, buf, count, offset: Int64(at))
+            try then()
+        } catch {
+            try? kept?.restore(to: fd)
+            throw error
+        }
     }
 
     /// A truncate that keeps the size still marks the file modified, as on Linux (`: > f` on an
@@ -424,7 +452,7 @@ public final class ContentFile: @unchecked Sendable {
             if let b = backup, (first...batchLast).contains(b.index), !(try backup!.load(from: fd)) {
                 throw StoreError.integrity(path: displayPath, detail: "file shorter than its size")
             }
-            try FileIO.writeAll(fd, out, outLen, offset: Int64(layout.sealedOffset(ofChunk: first)))
+            try writeInPlace(out, outLen, firstChunk: first, oldCipherSize: layout.ciphertextSize(plaintextSize: size))
             keptSize = max(keptSize, layout.sealedOffset(ofChunk: first) + UInt64(outLen))
             first = batchLast + 1
         }

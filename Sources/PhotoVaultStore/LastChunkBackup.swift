@@ -6,6 +6,8 @@ import Glibc
 /// whose `pwrite` then stops short at the first block it cannot allocate), `restore` puts
 /// them back: the bytes the file held before still authenticate instead of failing as EIO.
 /// Putting them back needs no new block: they lie inside the file's old length.
+/// `InPlaceOverwrite.reserve` keeps any range of sealed chunks in one too (then `index` is
+/// the range's first chunk).
 struct LastChunkBackup {
     let index: UInt64
     /// Ciphertext offset and length of the chunk as it is on disk.
