@@ -375,7 +375,7 @@ final class MountFailureTests: XCTestCase {
     /// EIO, the chunk's first pages holding the start of the new chunk).
     func testAppendOnAFullStoreWithoutFallocateKeepsTheLastChunk() throws {
         let sb = Sandbox("pv-full-ext2")
-        let release = sb.storeOnOwnFilesystem(size: "16m", ext2: true)
+        let release = sb.storeOnOwnFilesystem(size: "16m", .ext2)
         defer { release() }
         let qs = Sandbox.quote(sb.store), qp = Sandbox.quote(sb.plainDir("plain"))
         XCTAssertNotEqual(sb.run("fallocate -n -l 4096 \(qs)/probe").status, 0, "ext2 must refuse fallocate for this test")

@@ -41,18 +41,30 @@ extension Sandbox {
         return mount(user, at: (mp as NSString).lastPathComponent, extra: extra)
     }
 
-    /// Puts the (not yet created) store on a small filesystem of its own, to fill it up: a
-    /// tmpfs, or with `ext2` a loop-mounted ext2 image, which refuses fallocate (EOPNOTSUPP).
+    /// The filesystem `storeOnOwnFilesystem` puts the store on.
+    enum StoreFilesystem: String {
+        /// Memory, in place: overwrites need no space.
+        case tmpfs
+        /// A loop-mounted image without fallocate (EOPNOTSUPP).
+        case ext2
+        /// A loop-mounted image whose every overwrite is copy-on-write (at least 110 MiB).
+        case btrfs
+        /// A loop-mounted image with reflink (copy-on-write once extents are shared; at least 300 MiB).
+        case xfs
+    }
+
+    /// Puts the (not yet created) store on a small filesystem of its own, to fill it up.
     /// Returns the lazy unmount for the caller's `defer`.
-    func storeOnOwnFilesystem(size: String, ext2: Bool = false, file: StaticString = #filePath,
+    func storeOnOwnFilesystem(size: String, _ fs: StoreFilesystem = .tmpfs, file: StaticString = #filePath,
                               line: UInt = #line) -> () -> Void {
         XCTAssertEqual(getuid(), 0, "mounting a filesystem needs root", file: file, line: line)
         let qs = Sandbox.quote(store), img = Sandbox.quote(root + "/disk.img")
-        ok(ext2 ? """
+        let mkfs = ["ext2": "mkfs.ext2 -q -F -m 0", "btrfs": "mkfs.btrfs -q -f", "xfs": "mkfs.xfs -q -f -m reflink=1"]
+        ok(fs == .tmpfs ? "mkdir \(qs) && mount -t tmpfs -o size=\(size),mode=0700 tmpfs \(qs)" : """
            set -e
-           truncate -s \(size) \(img) && mkfs.ext2 -q -F -m 0 \(img)
-           mkdir \(qs) && mount -o loop \(img) \(qs) && rmdir \(qs)/lost+found && chmod 0700 \(qs)
-           """ : "mkdir \(qs) && mount -t tmpfs -o size=\(size),mode=0700 tmpfs \(qs)", file: file, line: line)
+           truncate -s \(size) \(img) && \(mkfs[fs.rawValue]!) \(img) 2>&1
+           mkdir \(qs) && mount -o loop \(img) \(qs) && rm -rf \(qs)/lost+found && chmod 0700 \(qs)
+           """, file: file, line: line)
         return { [store] in _ = Harness.run(["umount", "-l", store]) }
     }
 
