@@ -208,6 +208,8 @@ public final class ContentFile: @unchecked Sendable {
     // MARK: write
 
     /// Writes `count` bytes at `offset`. Writing past the end fills the gap with sealed zeros.
+    /// Returns fewer than `count` when a failure (ENOSPC) came after the first bytes were
+    /// written whole, as write(2) does: the caller's next write gets the error.
     public func write(from data: UnsafeRawPointer, count: Int, offset: UInt64) throws -> Int {
         if count == 0 { return 0 }
         guard offset <= ChunkLayout.maximumPlaintextSize, UInt64(count) <= ChunkLayout.maximumPlaintextSize - offset else {
@@ -215,7 +217,9 @@ public final class ContentFile: @unchecked Sendable {
         }
         lockWrite(); defer { unlock() }
         if header == nil && !keyForgotten { try writeNewHeader(classForNewHeader) }
-        try writeLocked(data: data, count: count, offset: offset)
+        var through = offset
+        do { try writeLocked(data: data, count: count, offset: offset, through: &through) }
+        catch where through > offset { return Int(min(through - offset, UInt64(count))) }
         return count
     }
 
@@ -251,7 +255,8 @@ public final class ContentFile: @unchecked Sendable {
         let size = try plaintextSizeLocked()
         if newSize == size { return try touchModified() }
         if newSize > size {
-            try writeLocked(data: nil, count: 0, offset: newSize)
+            var through = size
+            try writeLocked(data: nil, count: 0, offset: newSize, through: &through)
             return
         }
         let cs = UInt64(layout.chunkSize)
@@ -325,7 +330,8 @@ public final class ContentFile: @unchecked Sendable {
 
     /// Core write: the new plaintext range [offset, offset+count) (`data` may be nil with
     /// count 0 to extend with zeros), plus zeros for any gap after the current end.
-    private func writeLocked(data: UnsafeRawPointer?, count: Int, offset: UInt64) throws {
+    /// `through`: the plaintext end of the batches written whole, when it fails.
+    private func writeLocked(data: UnsafeRawPointer?, count: Int, offset: UInt64, through: inout UInt64) throws {
         let cipher = try cipherForUse()
         let size = try plaintextSizeLocked()
         let cs = UInt64(layout.chunkSize)
@@ -358,7 +364,7 @@ public final class ContentFile: @unchecked Sendable {
         var keptSize = oldCipherSize
         do {
             try writeBatches(cipher: cipher, data: data, count: count, offset: offset, size: size, newSize: newSize,
-                             first: first, last: last, backup: &backup, keptSize: &keptSize)
+                             first: first, last: last, backup: &backup, keptSize: &keptSize, through: &through)
         } catch {
             if newCipherSize > oldCipherSize { _ = ftruncate(fd, Int(keptSize)) }
             // No batch reached past the old end: the new last chunk was not written whole.
@@ -369,13 +375,13 @@ public final class ContentFile: @unchecked Sendable {
         }
     }
 
-    /// The sealed chunks `firstChunk...last`, up to `batchChunks` per pwrite. `keptSize`: the
-    /// ciphertext end of the last batch written whole. `backup`, when set, is loaded with the
+    /// The sealed chunks `firstChunk...last`, up to `batchChunks` per pwrite. `keptSize` and
+    /// `through`: the ciphertext and plaintext ends of the last batch written whole. `backup`, when set, is loaded with the
     /// old partial last chunk before the batch that overwrites it (from the read the chunk
     /// needs anyway when the write covers it in part: no extra syscall then).
     private func writeBatches(cipher: ChunkCipher, data: UnsafeRawPointer?, count: Int, offset: UInt64, size: UInt64,
                               newSize: UInt64, first firstChunk: UInt64, last: UInt64, backup: inout LastChunkBackup?,
-                              keptSize: inout UInt64) throws {
+                              keptSize: inout UInt64, through: inout UInt64) throws {
         let cs = UInt64(layout.chunkSize)
         let writeEnd = offset + UInt64(count)
         var first = firstChunk
@@ -454,6 +460,7 @@ public final class ContentFile: @unchecked Sendable {
             }
             try writeInPlace(out, outLen, firstChunk: first, oldCipherSize: layout.ciphertextSize(plaintextSize: size))
             keptSize = max(keptSize, layout.sealedOffset(ofChunk: first) + UInt64(outLen))
+            through = min(newSize, (batchLast + 1) * cs)
             first = batchLast + 1
         }
     }

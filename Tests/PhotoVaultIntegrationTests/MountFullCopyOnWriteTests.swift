@@ -6,8 +6,9 @@ import XCTest
 /// chunk and an append to a partial last chunk meet ENOSPC. Each may fail, or succeed in part
 /// as a write may, but the file then holds exactly what the operation reported: every byte
 /// written before reads back, now and after a remount, and fsck finds nothing. (The rewrite
-/// used to stop short inside a chunk, which then read as EIO, and a failed truncate had cut
-/// the file already.)
+/// used to stop short inside a chunk, which then read as EIO; a write request that failed
+/// after its first batches of chunks reported none of them written; a failed truncate had
+/// cut the file already.)
 final class MountFullCopyOnWriteTests: XCTestCase {
     func testRewritesOnAFullBtrfsStoreKeepEveryByte() {
         fullStoreRewrites(.btrfs, size: "256m")
@@ -27,29 +28,34 @@ final class MountFullCopyOnWriteTests: XCTestCase {
         set -e
         cd \(qp)
         head -c 2001234 /dev/urandom > mid.bin; head -c 200000 /dev/urandom > cut.bin; head -c 10000 /dev/urandom > small.bin
-        head -c 300000 /dev/urandom > over.bin; head -c 3000000 /dev/urandom > tail.bin
+        head -c 1048576 /dev/urandom > over.bin; head -c 3000000 /dev/urandom > tail.bin
         """)
         sb.initStore()
         let mp = sb.mount()
         let qm = Sandbox.quote(mp)
-        sb.ok("cp \(qp)/mid.bin \(qp)/cut.bin \(qp)/small.bin \(qm)/ && head -c 40000 /dev/zero > \(qm)/slack.raw && sync -f \(qs)")
+        sb.ok("cp \(qp)/mid.bin \(qp)/cut.bin \(qp)/small.bin \(qm)/ && sync -f \(qs)")
         if reflinkCopy { sb.ok("cp -a --reflink=always \(qs)/users \(qs)/users.copy && sync -f \(qs)") }
-        // Full, then 40000 bytes free: a rewrite gets a few blocks, then none.
+        sb.ok("head -c 400000 /dev/zero > \(qm)/slack.raw && sync -f \(qs)")
+        // Full, then 400000 bytes free: a rewrite gets some blocks (a batch of 64 chunks is
+        // 264704 bytes), then none.
         let fill = sb.run("dd if=/dev/zero of=\(qm)/fill.raw bs=64k")
         XCTAssertTrue(fill.stderr.contains("No space left on device"), fill.stderr, file: file, line: line)
         sb.ok("rm \(qm)/slack.raw && sync -f \(qs)")
 
-        // 300000 bytes over the middle of mid.bin: ENOSPC, after the part dd reports.
-        let over = sb.run("dd if=\(qp)/over.bin of=\(qm)/mid.bin bs=300000 seek=500000 oflag=seek_bytes conv=notrunc")
+        // 1 MiB over the middle of mid.bin: ENOSPC, after the part dd reports.
+        let over = sb.run("dd if=\(qp)/over.bin of=\(qm)/mid.bin bs=1048576 seek=500000 oflag=seek_bytes conv=notrunc")
         XCTAssertTrue(over.stderr.contains("No space left on device"), over.stderr, file: file, line: line)
         let copied = over.stderr.split(separator: "\n").first { $0.contains(" copied") }?.split(separator: " ").first
         let written = copied.flatMap { Int($0) } ?? -1
-        XCTAssertTrue((0..<300000).contains(written), over.stderr, file: file, line: line)
+        XCTAssertTrue((0..<1048576).contains(written), over.stderr, file: file, line: line)
         sb.ok("""
         set -e
         cd \(qp) && cp mid.bin mid.want
         head -c \(written) over.bin | dd of=mid.want bs=64k iflag=fullblock seek=500000 oflag=seek_bytes conv=notrunc status=none
         """)
+        // Full again, to the last block (no new file: xfs may have blocks but no inodes left).
+        let fill2 = sb.run("dd if=/dev/zero of=\(qm)/fill.raw bs=4k oflag=append conv=notrunc")
+        XCTAssertTrue(fill2.stderr.contains("No space left on device"), fill2.stderr, file: file, line: line)
         // A truncate inside a chunk reseals that chunk: done wholly or not at all.
         let cut = sb.run("truncate -s 150001 \(qm)/cut.bin")
         XCTAssertTrue(cut.status == 0 || cut.stderr.contains("No space left on device"), cut.stderr, file: file, line: line)
