@@ -234,7 +234,8 @@ public final class ContentFile: @unchecked Sendable {
         guard end > size else { return }
         if !keepSize {
             if header == nil && !keyForgotten { try writeNewHeader(classForNewHeader) }
-            return try writeLocked(data: nil, count: 0, offset: end)
+            var through = size
+            return try writeLocked(data: nil, count: 0, offset: end, through: &through)
         }
         let from = header == nil ? 0 : layout.ciphertextSize(plaintextSize: size)
         let to = layout.ciphertextSize(plaintextSize: end)
