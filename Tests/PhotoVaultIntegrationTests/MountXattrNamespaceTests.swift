@@ -134,6 +134,24 @@ final class MountXattrNamespaceTests: XCTestCase {
         Self.refused(sb, "setcap cap_net_raw+ep \(q)/tool", "Operation not supported")
         Self.refused(sb, "setfattr -h -n trusted.ns-link -v 1 \(q)/link", "Operation not permitted")
         Self.refused(sb, "getcap -v \(q)/tool; getfattr -n security.capability \(q)/tool", "Operation not supported")
+        Self.refused(sb, "setfattr -n security.selinux -v system_u:object_r:user_home_t:s0 \(q)/tool", "Operation not supported")
+        sb.unmount(mp)
+    }
+
+    /// `ls -l` asks for every file's SELinux label (`lgetxattr security.selinux`) until one
+    /// answer is EOPNOTSUPP, then stops asking on that file system. The mount refuses the
+    /// label (SELinux labels a FUSE mount as a whole), so a listing costs one such request,
+    /// not one round trip per file.
+    func testLsAsksForTheSELinuxLabelOnlyOnce() {
+        XCTAssertEqual(getuid(), 0, "mounting needs root")
+        let sb = Sandbox("pv-xattr-ns-selinux")
+        sb.initStore()
+        let mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        let trace = Sandbox.quote(sb.root + "/ls.trace")
+        sb.ok("mkdir \(q)/album && for i in $(seq 1 40); do : > \(q)/album/IMG_$i.JPG; done")
+        sb.ok("strace -f -e trace=getxattr,lgetxattr -o \(trace) ls -l \(q)/album > /dev/null")
+        XCTAssertEqual(sb.ok("grep -c '\"security.selinux\"' \(trace)"), "1\n", sb.ok("cat \(trace)"))
         sb.unmount(mp)
     }
 }
