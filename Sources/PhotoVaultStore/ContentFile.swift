@@ -299,7 +299,7 @@ public final class ContentFile: @unchecked Sendable {
     private func writeInPlace(_ buf: UnsafeRawPointer, _ count: Int, firstChunk: UInt64, oldCipherSize: UInt64,
                               keepOld: Bool = false, then: () throws -> Void = {}) throws {
         let at = layout.sealedOffset(ofChunk: firstChunk)
-        var kept: LastChunkBackup? = nil
+        var kept: SealedBytesBackup? = nil
         if at < oldCipherSize && (overwritesMayNeedSpace || keepOld) {
             kept = try InPlaceOverwrite.keep(fd, firstChunk: firstChunk, offset: at, count: Int(min(UInt64(count), oldCipherSize - at)),
                                              reserve: overwritesMayNeedSpace, path: displayPath)
@@ -358,7 +358,7 @@ public final class ContentFile: @unchecked Sendable {
             throw StoreError.noSpace
         }
         var backup = growsPartialLast
-            ? LastChunkBackup(index: size / cs, offset: layout.sealedOffset(ofChunk: size / cs),
+            ? SealedBytesBackup(index: size / cs, offset: layout.sealedOffset(ofChunk: size / cs),
                               count: Int(size % cs) + layout.overhead)
             : nil
         defer { backup?.deallocate() }
@@ -381,7 +381,7 @@ public final class ContentFile: @unchecked Sendable {
     /// old partial last chunk before the batch that overwrites it (from the read the chunk
     /// needs anyway when the write covers it in part: no extra syscall then).
     private func writeBatches(cipher: ChunkCipher, data: UnsafeRawPointer?, count: Int, offset: UInt64, size: UInt64,
-                              newSize: UInt64, first firstChunk: UInt64, last: UInt64, backup: inout LastChunkBackup?,
+                              newSize: UInt64, first firstChunk: UInt64, last: UInt64, backup: inout SealedBytesBackup?,
                               keptSize: inout UInt64, through: inout UInt64) throws {
         let cs = UInt64(layout.chunkSize)
         let writeEnd = offset + UInt64(count)

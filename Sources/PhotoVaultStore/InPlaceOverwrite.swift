@@ -17,7 +17,7 @@ import CLinux
 /// over those reservations page by page instead of needing more space (measured on btrfs: a
 /// rewrite of 160 KiB of such pages succeeds with 96 KiB free, while a rewrite of clean pages
 /// stops short at the free space). If the new write fails all the same (another writer took
-/// the last free blocks in between), `LastChunkBackup.restore` of the kept bytes is the best
+/// the last free blocks in between), `SealedBytesBackup.restore` of the kept bytes is the best
 /// effort left; it needs a page of free space at a time.
 enum InPlaceOverwrite {
     /// Filesystems that overwrite a written block in place (no new block, so no ENOSPC):
@@ -35,8 +35,8 @@ enum InPlaceOverwrite {
     /// back over themselves (see above); returns them kept, for `restore` if the real write
     /// fails. Throws `.noSpace` (or the I/O error) with the file unchanged.
     static func keep(_ fd: Int32, firstChunk: UInt64, offset: UInt64, count: Int, reserve: Bool,
-                     path: String) throws -> LastChunkBackup {
-        var kept = LastChunkBackup(index: firstChunk, offset: offset, count: count)
+                     path: String) throws -> SealedBytesBackup {
+        var kept = SealedBytesBackup(index: firstChunk, offset: offset, count: count)
         do {
             guard try kept.load(from: fd) else { throw StoreError.integrity(path: path, detail: "file shorter than its size") }
             if reserve { try kept.restore(to: fd) }

@@ -1,14 +1,14 @@
 import Glibc
 
-/// The sealed bytes of a file's partial last chunk, as they are on disk, kept while a write
-/// that grows the file rewrites that chunk in place. If the write stops halfway (a full
-/// store whose filesystem has no `fallocate`, so the growth could not be reserved, and
-/// whose `pwrite` then stops short at the first block it cannot allocate), `restore` puts
-/// them back: the bytes the file held before still authenticate instead of failing as EIO.
-/// Putting them back needs no new block: they lie inside the file's old length.
-/// `InPlaceOverwrite.reserve` keeps any range of sealed chunks in one too (then `index` is
-/// the range's first chunk).
-struct LastChunkBackup {
+/// Sealed chunk bytes as they are on disk, kept while a write rewrites them in place: a
+/// file's partial last chunk while a write grows the file, or any range of chunks that
+/// `InPlaceOverwrite` reserves on a copy-on-write filesystem (then `index` is the range's
+/// first chunk). If the write stops halfway (a full store whose filesystem has no
+/// `fallocate`, so the growth could not be reserved, and whose `pwrite` then stops short
+/// at the first block it cannot allocate), `restore` puts them back: the bytes the file
+/// held before still authenticate instead of failing as EIO. Putting them back needs no
+/// new block: they lie inside the file's old length.
+struct SealedBytesBackup {
     let index: UInt64
     /// Ciphertext offset and length of the chunk as it is on disk.
     let offset: Int64
