@@ -111,6 +111,8 @@ final class MountXattrNamespaceTests: XCTestCase {
         XCTAssertEqual(names(nobody), "security.ns-shown\nuser.ns-user\n")
         // Root without CAP_SYS_ADMIN does not see them either.
         XCTAssertEqual(names("setpriv --inh-caps=-sys_admin --bounding-set=-sys_admin"), "security.ns-shown\nuser.ns-user\n")
+        // Nor does a user who holds CAP_SYS_ADMIN only in a user namespace of their own.
+        XCTAssertEqual(names("\(nobody) unshare -r"), "security.ns-shown\nuser.ns-user\n")
         let copy = sb.plainDir("nobody-copy")
         sb.ok("chown 65534 \(Sandbox.quote(copy))")
         Self.quiet(sb, "\(nobody) cp -a \(photo) \(Sandbox.quote(copy))/")
