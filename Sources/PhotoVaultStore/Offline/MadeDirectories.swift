@@ -48,16 +48,19 @@ final class MadeDirectories {
         let scratch = UnsafeMutableRawPointer.allocate(byteCount: MadeDirectories.scratchSize, alignment: 8)
         defer { scratch.deallocate() }
         while let last = entries.last {
-            // One step for a signal (DeferredSignals): never a directory left without its .pvdir.
-            let removed = DeferredSignals.during {
-                last.encoded.entry.withCString { name in
+            // One step for a signal (DeferredSignals): never a directory left without its .pvdir,
+            // and never one gone but still listed, where the handler, run when the step ends,
+            // would stop at it (ENOENT) and leave every empty directory above it.
+            let removed = DeferredSignals.during { () -> Bool in
+                let gone = last.encoded.entry.withCString { name in
                     (last.encoded.companion ?? "").withCString { companion in
                         MadeDirectories.removeIfEmpty(last.parent.fd, name, companion, scratch: scratch)
                     }
                 }
+                if gone { dropLast() }
+                return gone
             }
             guard removed else { break }
-            dropLast()
         }
         keepAll()
     }
