@@ -66,8 +66,9 @@ final class AccountSecurityTests: XCTestCase {
     /// A store whose filesystem is full cannot count a wrong password: guesses there used to
     /// be judged all the same, uncounted, so filling the disk turned the delays off. Now a
     /// password whose attempt cannot be counted is not checked at all, the right one neither:
-    /// one line, exit 19 (the full-disk code), no counter moved. With space back, attempts
-    /// count again.
+    /// one line, exit 19 (the full-disk code). The spare block `accounts/throttle-reserve`
+    /// lets the owner in all the same, and one wrong guess is counted in its place. With
+    /// space back, attempts count again.
     func testAFullStoreRefusesToCheckAPasswordItCannotCount() throws {
         let s = Sandbox("acct-full")
         let release = s.storeOnOwnFilesystem(size: "2m")
@@ -80,21 +81,37 @@ final class AccountSecurityTests: XCTestCase {
         func fsck(_ passfile: String) -> Harness.Result {
             s.pv(["fsck", "--store", s.store, "--user", "alice", "--passfile", passfile])
         }
-        for i in 0..<6 {
-            assertFailure(fsck(wrong), 19, "the password was not checked", "wrong password \(i + 1) on a full store:")
+        let accounts = s.store + "/accounts"
+        func entries(_ keep: (String) -> Bool) throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: accounts).filter(keep).sorted()
+        }
+        XCTAssertEqual(try entries { $0 == "throttle-reserve" }, ["throttle-reserve"], "user add keeps a spare block")
+        // The owner still gets in (to free space through the mount): each right password is
+        // counted in the spare block's place, and deleting the count makes the block again.
+        for i in 0..<3 {
+            let right = fsck(s.passfile)
+            XCTAssertEqual(right.status, 0, "right password \(i + 1) on a full store: \(right.stderr)")
+        }
+        XCTAssertEqual(try entries { $0.hasSuffix(".throttle") || $0.contains(".pvtmp-") }, [])
+        // One wrong guess is counted in its place and judged; later ones cannot be counted and
+        // are not judged, the right password included, until space is freed.
+        assertFailure(fsck(wrong), 5, "wrong password")
+        for i in 0..<5 {
+            assertFailure(fsck(wrong), 19, "the password was not checked", "wrong password \(i + 2) on a full store:")
         }
         let right = fsck(s.passfile)
         assertFailure(right, 19, "no space left on the device holding the store", "the right password on a full store:")
         XCTAssertTrue(right.stderr.contains("the password was not checked"), right.stderr)
-        let accounts = s.store + "/accounts"
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: accounts).filter { $0.contains(".throttle") || $0.contains(".pvtmp-") }, [])
+        XCTAssertEqual(try entries { $0.hasSuffix(".throttle") }.count, 1)
+        XCTAssertEqual(try entries { $0.contains(".pvtmp-") || $0 == "throttle-reserve" }, [])
         // Space back: wrong passwords are judged and counted, the right one clears the count.
         s.ok("rm \(Sandbox.quote(s.store))/filler")
         for _ in 0..<2 { assertFailure(fsck(wrong), 5, "wrong password") }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: accounts).filter { $0.hasSuffix(".throttle") }.count, 1)
         let later = fsck(s.passfile)
         XCTAssertEqual(later.status, 0, later.stderr)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: accounts).filter { $0.hasSuffix(".throttle") }, [])
+        XCTAssertEqual(try entries { $0.hasSuffix(".throttle") }, [])
+        XCTAssertEqual(try entries { $0 == "throttle-reserve" }, ["throttle-reserve"], "a right password makes the spare block again")
         // A read-only store (nobody fills it) still opens, uncounted.
         s.ok("mount -o remount,ro \(Sandbox.quote(s.store))")
         assertFailure(fsck(wrong), 5, "wrong password")

@@ -105,6 +105,7 @@ public struct AccountStore {
                         unlinkat(dfd, name.recordFileName, 0)
                         throw error
                     }
+                    LoginThrottle.keepReserve(in: dfd)
                 }
             } catch {
                 try? TreeRemoval.removeRecursively(treePath)

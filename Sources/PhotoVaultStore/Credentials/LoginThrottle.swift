@@ -8,7 +8,12 @@ import Glibc
 /// the key is derived, the attempt is counted as a failure (`countAttempt`) before the
 /// password is judged, and a right password deletes the file.
 /// An attempt that cannot be counted (a full disk, EIO) is not judged: filling the store's
-/// disk used to leave every guess uncounted, turning the delays off.
+/// disk used to leave every guess uncounted, turning the delays off. So that a store whose
+/// disk filled up still opens for its owner (to free space through the mount), `accounts/`
+/// keeps one spare block (`throttle-reserve`, made when an account is added or a right
+/// password is counted): a count that meets ENOSPC gives it up and is written in its place,
+/// and a right password, deleting the count, makes it again. One wrong guess on a full disk
+/// is then counted and judged; the next is refused, as before, until space is freed.
 ///
 /// This only limits guessing *through photovault*. Anyone who can read the record can
 /// guess offline at the Argon2id cost and ignore this file; anyone who can write the
@@ -69,7 +74,13 @@ public struct LoginThrottle: Sendable {
             let dfd = open(accountsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard dfd >= 0 else { throw StoreError.posix("open \(accountsDir)") }
             defer { close(dfd) }
-            try AtomicFile.place(Array(try JSONEncoder().encode(state)), in: dfd, name: name.throttleFileName, replacing: true)
+            let bytes = Array(try JSONEncoder().encode(state))
+            do {
+                try AtomicFile.place(bytes, in: dfd, name: name.throttleFileName, replacing: true)
+            } catch let full as StoreError where (full.errno == ENOSPC || full.errno == EDQUOT)
+                && unlinkat(dfd, Self.reserveFileName, 0) == 0 {
+                try AtomicFile.place(bytes, in: dfd, name: name.throttleFileName, replacing: true)
+            }
             // In place, so counted for every later attempt; only a crash could still undo it.
             try? AtomicFile.syncDirectory(dfd, name.throttleFileName)
         } catch {
@@ -79,10 +90,19 @@ public struct LoginThrottle: Sendable {
     }
 
     func recordSuccess(accountsDir: String, name: AccountName) {
-        let path = StorePath.join(accountsDir, name.throttleFileName)
-        if unlink(path) == 0 {
-            let dfd = open(accountsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if dfd >= 0 { _ = fsync(dfd); close(dfd) }
-        }
+        let dfd = open(accountsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else { return }
+        defer { close(dfd) }
+        if unlinkat(dfd, name.throttleFileName, 0) == 0 { _ = fsync(dfd) }
+        Self.keepReserve(in: dfd)
+    }
+
+    /// The spare block `countAttempt` gives up on a full disk (file of zeros in `accounts/`).
+    static let reserveFileName = "throttle-reserve"
+
+    /// Makes the spare block if it is missing; best effort (a full disk leaves it missing).
+    static func keepReserve(in accountsDirFD: Int32) {
+        guard faccessat(accountsDirFD, reserveFileName, F_OK, AT_SYMLINK_NOFOLLOW) != 0 else { return }
+        try? AtomicFile.place([UInt8](repeating: 0, count: 4096), in: accountsDirFD, name: reserveFileName, replacing: false)
     }
 }
