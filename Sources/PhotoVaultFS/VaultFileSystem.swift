@@ -1,5 +1,6 @@
 import Glibc
 import CFuse
+import CLinux
 import PhotoVaultCrypto
 import PhotoVaultStore
 
@@ -138,6 +139,11 @@ public final class VaultFileSystem: @unchecked Sendable {
     /// clean exit. Unmounts, destroys the session and wipes every key before returning.
     public func run() -> Int32 {
         guard let se = lifecycle.withLock({ session }) else { return -1 }
+        // libfuse's workers are created by this thread and later by one another, and take
+        // its policy with them (`MountOptions.batchWorkers`).
+        if options.batchWorkers && pv_sched_batch_self() != 0 {
+            log("could not switch the request threads to SCHED_BATCH (errno \(errno)); keeping the default policy")
+        }
         let cfg = fuse_loop_cfg_create()
         fuse_loop_cfg_set_max_threads(cfg, 16)
         fuse_loop_cfg_set_idle_threads(cfg, 4)
