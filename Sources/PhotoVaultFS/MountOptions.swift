@@ -44,7 +44,7 @@ public struct MountOptions: Sendable {
     /// that wakes does not preempt the program it serves): a `cp` out of the mount shares two
     /// CPUs with the workers decrypting its read-ahead, and under the default policy each
     /// wake-up of a worker took `cp`'s CPU from it. 200 photos, 12 rounds: `cp`'s time
-    /// waiting for a CPU 43 -> 9 ms, export 0.683 -> 0.659 s (PERFORMANCE.md, change 33).
+    /// waiting for a CPU 35 -> 5 ms, export 0.711 -> 0.681 s (PERFORMANCE.md, change 33).
     /// The lock watcher's threads keep the default policy.
     public var batchWorkers: Bool
     /// Whether log lines may name plaintext paths. True when the log is the terminal of a
