@@ -64,6 +64,35 @@ final class OfflineImportCleanupTests: XCTestCase {
         Self.assertStoreClean(sb, viewDirectories: 6, "after the failed imports")
     }
 
+    /// Every removal of a directory a failed import made is synced, as its mkdir was: after
+    /// each `unlinkat(PARENT, NAME, AT_REMOVEDIR)` comes an `fsync` of PARENT (traced with
+    /// `strace -y`, which names each descriptor's path), so a crash cannot bring back the
+    /// empty directory. Here all six (DEST's parents `/new`, `/new/deep`, and `tree`, `b`,
+    /// `c`, `d`) go: the only file fills the store. They used to be removed unsynced.
+    func testEveryRemovalOfAnEmptyDirectoryIsSynced() throws {
+        XCTAssertEqual(getuid(), 0, "a tmpfs mount needs root")
+        let sb = OfflineCommandTests.sandboxWithSmallStore("pv-import-rmsync", self)
+        let src = sb.plainDir("src"), qs = Sandbox.quote(src), trace = sb.root + "/trace"
+        sb.ok("mkdir -p \(qs)/tree/b/c/d && head -c 4000000 /dev/urandom > \(qs)/tree/b/c/d/big.bin")
+        let r = sb.run("strace -f -qq -y -o \(Sandbox.quote(trace)) -e trace=unlinkat,fsync "
+                       + OfflineCommandTests.pvLine(sb, ["import", src + "/tree", "/new/deep"]))
+        XCTAssertEqual(r.status, 19, r.stderr)
+        let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n").map(String.init)
+        var removed: [String] = []
+        for (i, line) in lines.enumerated() where line.hasSuffix("AT_REMOVEDIR) = 0") {
+            // "PID unlinkat(5</tmp/.../store/...>, "NAME", AT_REMOVEDIR) = 0"
+            guard let open = line.range(of: "unlinkat("), let comma = line.range(of: ", \"", range: open.upperBound..<line.endIndex)
+            else { XCTFail("unexpected trace line: \(line)"); continue }
+            let parent = String(line[open.upperBound..<comma.lowerBound])
+            removed.append(parent)
+            XCTAssertTrue(lines[(i + 1)...].contains { $0.contains("fsync(\(parent)) = 0") },
+                          "no fsync of \(parent) after the removal: \(line)")
+        }
+        XCTAssertEqual(removed.count, 6, "directories removed: \(removed)")
+        XCTAssertEqual(Self.view(sb), "")
+        Self.assertStoreClean(sb, viewDirectories: 0, "after the failed import")
+    }
+
     /// A Ctrl-C or a SIGTERM while import writes a file removes, besides that file's temp
     /// file, the directories the import made that hold nothing, deepest first: DEST's parents
     /// (stdin from a pipe that delivered 2.5 MB and then waits), and the directory the

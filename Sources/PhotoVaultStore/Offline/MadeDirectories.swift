@@ -82,7 +82,8 @@ final class MadeDirectories {
     }()
 
     /// Removes the directory `name` in `parentfd` if it holds nothing but its `.pvdir`, and
-    /// then its long-name companion `companion` (empty for a short name). Async-signal-safe:
+    /// then its long-name companion `companion` (empty for a short name), and syncs
+    /// `parentfd`. Async-signal-safe:
     /// system calls only, `scratch` (`scratchSize` bytes) for the listing, no allocation.
     static func removeIfEmpty(_ parentfd: Int32, _ name: UnsafePointer<CChar>, _ companion: UnsafePointer<CChar>,
                               scratch: UnsafeMutableRawPointer) -> Bool {
@@ -93,6 +94,9 @@ final class MadeDirectories {
         close(fd)
         guard empty, unlinkat(parentfd, name, AT_REMOVEDIR) == 0 else { return false }
         if companion[0] != 0 { _ = unlinkat(parentfd, companion, 0) }
+        // Made durable like the mkdir it undoes (which synced this parent): otherwise a crash
+        // could bring back the empty directory, or its companion without it.
+        _ = fsync(parentfd)
         return true
     }
 
