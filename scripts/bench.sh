@@ -25,8 +25,19 @@
 # Knobs (environment variables, defaults in brackets):
 #   SYSTEMS [plain passthrough_ll gocryptfs photovault]
 #   PHASES  [seqwrite seqread photo_in photo_out untar lsR rm thumbs fio]
-#   BACKING [tmpfs]      tmpfs | disk | both  (where the backing/cipher directories live)
+#   BACKING [both]       tmpfs | disk | both  (where the backing/cipher directories live):
+#                        tmpfs shows what each daemon's code costs (the targets are set
+#                        there), disk what a user sees.  With both, the tmpfs pass runs
+#                        SYSTEMS and PHASES for ROUNDS rounds, then the disk pass runs
+#                        DISK_SYSTEMS and DISK_PHASES for DISK_ROUNDS rounds, so that the
+#                        default run stays within 10 minutes (7.5 on a quiet machine here);
+#                        BACKING=disk alone runs SYSTEMS and PHASES for ROUNDS rounds
 #   ROUNDS [3]           rounds; medians are reported
+#   DISK_SYSTEMS [gocryptfs photovault]  disk pass of BACKING=both (those also in SYSTEMS)
+#   DISK_PHASES [seqwrite seqread photo_in photo_out thumbs]  its workloads (those also
+#                        in PHASES): what a user of a photo vault waits for on disk
+#   DISK_ROUNDS [1]      rounds of that disk pass (one round takes about 60 s here;
+#                        DISK_ROUNDS=3 for medians, DISK_PHASES="$PHASES" for everything)
 #   SIZE_MB [1024]       sequential write/read file size
 #   PHOTOS [200]         photo files, random data, PHOTO_MIN_KB..PHOTO_MAX_KB [3072..6144]
 #   THUMBS [5000]        files for the thumbnailer phase, THUMB_KB [200] each; the phase
@@ -76,8 +87,11 @@ if [ "$QUICK" = 1 ]; then
 fi
 : "${SYSTEMS:=plain passthrough_ll gocryptfs photovault}"
 : "${PHASES:=seqwrite seqread photo_in photo_out untar lsR rm thumbs fio}"
-: "${BACKING:=tmpfs}"
+: "${BACKING:=both}"
 : "${ROUNDS:=3}"
+: "${DISK_SYSTEMS:=gocryptfs photovault}"
+: "${DISK_ROUNDS:=1}"
+: "${DISK_PHASES:=seqwrite seqread photo_in photo_out thumbs}"
 : "${SIZE_MB:=1024}"
 : "${PHOTOS:=200}"
 : "${PHOTO_MIN_KB:=3072}"
@@ -248,7 +262,7 @@ backing_size_mb() {  # tmpfs size for all systems' backing dirs at the same time
   for n in "$PHOTO_MB" "$THUMB_MB" "$FIO_SIZE_MB"; do [ "$n" -gt "$big" ] && big=$n; done
   # at most one big data set per system at a time (phases delete their files), +15 %
   # for encryption overhead and metadata, plus the small-files tree
-  echo $(( ${#RUN_SYSTEMS[@]} * (big * 115 / 100 + TREE_MB * 2 + 64) + 256 ))
+  echo $(( ${#PASS_SYSTEMS[@]} * (big * 115 / 100 + TREE_MB * 2 + 64) + 256 ))
 }
 
 check_memory() {  # refuse to start a tmpfs run that would push the box into OOM
@@ -578,13 +592,13 @@ ph_fio() {
 # ----------------------------------------------------------------------------- one backing
 run_round() {  # run_round ROUND SYSTEM... (already rotated)
   local r=$1 s ph t0; shift
-  log "=== $BACKING_NOW round $r/$ROUNDS: $*"
+  log "=== $BACKING_NOW round $r/$PASS_ROUNDS: $*"
   for s in "$@"; do
     S_OK[$s]=0; S_WALL[$s]=0; S_HWM[$s]=0
     [ -n "${DROPPED[$s]:-}" ] && continue
     start_sys "$s" "$r"
   done
-  for ph in $PHASES; do
+  for ph in $PASS_PHASES; do
     for s in "$@"; do
       [ "${S_OK[$s]:-0}" = 1 ] || continue
       select_sys "$s" "$r"
@@ -612,7 +626,7 @@ write_env() {  # write_env FILE
     echo "load average at start: $LOAD_START, at end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "backing: $BACKING_NOW ($( [ "$BACKING_NOW" = tmpfs ] && echo "tmpfs on $RAMFS" || df -T "$DISKFS" | awk 'NR==2 {print $2 " on " $1}'))"
     echo "inputs: tmpfs on $INPUTS"
-    echo "rounds: $ROUNDS; systems: ${RUN_SYSTEMS[*]}; phases: $PHASES; order alternates by round; memory warmed before each timed step: $( [ "$WARM" = 1 ] && echo yes || echo 'no (WARM=0)')"
+    echo "rounds: $PASS_ROUNDS; systems: ${PASS_SYSTEMS[*]}; phases: $PASS_PHASES; order alternates by round; memory warmed before each timed step: $( [ "$WARM" = 1 ] && echo yes || echo 'no (WARM=0)')"
     echo "seq file: $SIZE_MB MiB (dd bs=1M conv=fsync; read cold after remount + drop_caches)"
     echo "photos: $PHOTOS files, $PHOTO_MIN_KB-$PHOTO_MAX_KB KiB random data, $PHOTO_MB MiB in all"
     echo "thumbnails: $THUMBS files of $THUMB_KB KiB (smaller than real photos to keep setup short); first $THUMB_READ_KB KiB read of each, cold"
@@ -625,35 +639,36 @@ write_env() {  # write_env FILE
   } > "$1"
 }
 
-run_backing() {  # run_backing tmpfs|disk
-  BACKING_NOW=$1
-  local dir=$OUT; [ "$BACKING" = both ] && dir=$OUT/$1
+run_backing() {  # run_backing tmpfs|disk ROUNDS "PHASE..." SYSTEM...
+  BACKING_NOW=$1 PASS_ROUNDS=$2 PASS_PHASES=$3; shift 3
+  PASS_SYSTEMS=("$@")
+  local dir=$OUT; [ "$BACKING" = both ] && dir=$OUT/$BACKING_NOW
   mkdir -p "$dir"
   RAW=$dir/raw.tsv
   printf 'round\tsystem\tmetric\tvalue\tunit\n' > "$RAW"
-  echo "${RUN_SYSTEMS[*]}" > "$dir/systems"     # column order for the report
+  echo "${PASS_SYSTEMS[*]}" > "$dir/systems"     # column order for the report
   LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-  if [ "$1" = tmpfs ]; then
+  if [ "$BACKING_NOW" = tmpfs ]; then
     local size; size=$(backing_size_mb); check_memory $(( size + WARM_MB ))
     mount_tmpfs "$RAMFS" "$size"; BACKROOT=$RAMFS
   else
     rm -rf "$DISKFS"; mkdir -p "$DISKFS"; BACKROOT=$DISKFS
   fi
-  local r i n=${#RUN_SYSTEMS[@]} t0=$EPOCHREALTIME
+  local r i n=${#PASS_SYSTEMS[@]} t0=$EPOCHREALTIME
   local -a rot
-  for ((r = 1; r <= ROUNDS; r++)); do
+  for ((r = 1; r <= PASS_ROUNDS; r++)); do
     # rotated by 0, 0, 2, 2, 4, 4, ... and reversed in even rounds: systems next to each
     # other in SYSTEMS swap places from round to round (a rotation alone keeps each system
     # right behind the same neighbour in every round)
-    rot=(); for ((i = 0; i < n; i++)); do rot+=("${RUN_SYSTEMS[$(( (i + (r - 1) / 2 * 2) % n ))]}"); done
+    rot=(); for ((i = 0; i < n; i++)); do rot+=("${PASS_SYSTEMS[$(( (i + (r - 1) / 2 * 2) % n ))]}"); done
     if (( r % 2 == 0 )); then
       local -a rev=(); for ((i = n - 1; i >= 0; i--)); do rev+=("${rot[$i]}"); done; rot=("${rev[@]}")
     fi
     run_round "$r" "${rot[@]}"
   done
   write_env "$dir/env.txt"
-  echo "wall time ($1): $(fsub "$t0" "$EPOCHREALTIME") s" >> "$dir/env.txt"
-  if [ "$1" = tmpfs ]; then umount "$RAMFS"; else rm -rf "$DISKFS"; fi
+  echo "wall time ($BACKING_NOW): $(fsub "$t0" "$EPOCHREALTIME") s" >> "$dir/env.txt"
+  if [ "$BACKING_NOW" = tmpfs ]; then umount "$RAMFS"; else rm -rf "$DISKFS"; fi
 }
 
 report() {  # report DIR [METRIC-PREFIX]
@@ -673,7 +688,8 @@ main() {
   esac
   [ "$(id -u)" = 0 ] || die "must run as root (mounts, drop_caches)"
   case $BACKING in tmpfs|disk|both) ;; *) die "BACKING must be tmpfs, disk or both" ;; esac
-  local ph; for ph in $PHASES; do declare -F "ph_$ph" > /dev/null || die "unknown phase $ph"; done
+  local ph; for ph in $PHASES $DISK_PHASES; do declare -F "ph_$ph" > /dev/null || die "unknown phase $ph"; done
+  local n; for n in "$ROUNDS" "$DISK_ROUNDS"; do [[ $n =~ ^[0-9]+$ ]] || die "ROUNDS and DISK_ROUNDS must be whole numbers"; done
   LOGS=$OUT/logs; mkdir -p "$LOGS" "$MNTROOT" || die "cannot create $OUT"
 
   cleanup
@@ -700,13 +716,27 @@ main() {
   prepare_inputs
   log "inputs ready in $(fsub "$t0" "$EPOCHREALTIME") s; systems: ${RUN_SYSTEMS[*]}; results in $OUT"
   local backings=$BACKING; [ "$BACKING" = both ] && backings="tmpfs disk"
-  local b
-  for b in $backings; do run_backing "$b"; done
+  if [ "$BACKING" = both ]; then
+    run_backing tmpfs "$ROUNDS" "$PHASES" "${RUN_SYSTEMS[@]}"
+    local -a disk_systems=(); local disk_phases=""
+    for s in "${RUN_SYSTEMS[@]}"; do
+      [[ " $DISK_SYSTEMS " == *" $s "* ]] && disk_systems+=("$s")
+    done
+    for ph in $PHASES; do [[ " $DISK_PHASES " == *" $ph "* ]] && disk_phases+="${disk_phases:+ }$ph"; done
+    if [ ${#disk_systems[@]} -gt 0 ] && [ -n "$disk_phases" ] && [ "$DISK_ROUNDS" -gt 0 ]; then
+      run_backing disk "$DISK_ROUNDS" "$disk_phases" "${disk_systems[@]}"
+    else
+      log "disk pass skipped: DISK_SYSTEMS ($DISK_SYSTEMS) or DISK_PHASES ($DISK_PHASES) share nothing with this run, or DISK_ROUNDS=0"
+      backings=tmpfs
+    fi
+  else
+    run_backing "$BACKING" "$ROUNDS" "$PHASES" "${RUN_SYSTEMS[@]}"
+  fi
   log "total wall time: $(fsub "$t0" "$EPOCHREALTIME") s"
 
   for s in "${!DROPPED[@]}"; do log "NOTE: $s was excluded: ${DROPPED[$s]}"; done
   if [ "$BACKING" = both ]; then
-    for b in $backings; do report "$OUT/$b" "$b/"; echo; done | tee "$OUT/report.md"
+    local b; for b in $backings; do report "$OUT/$b" "$b/"; echo; done | tee "$OUT/report.md"
   else
     report "$OUT" | tee "$OUT/report.md"
   fi
