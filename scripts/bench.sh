@@ -130,6 +130,9 @@ WARM_MB=0                    # size of the warming tmpfs (prepare_inputs)
 log()  { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die()  { log "ERROR: $*"; exit 1; }
 have() { command -v "$1" >/dev/null 2>&1; }
+only_listed() {  # only_listed "LIST" WORD...: the WORDs that are in LIST, in their order
+  local w out=(); for w in "${@:2}"; do [[ " $1 " == *" $w "* ]] && out+=("$w"); done; echo "${out[*]}"
+}
 fsub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b-a}'; }
 rate() { awk -v n="$1" -v t="$2" 'BEGIN{ if (t > 0) printf "%.1f", n/t; else print "NA"}'; }
 is_fuse() { [ "$1" != plain ]; }
@@ -715,19 +718,17 @@ main() {
   local t0=$EPOCHREALTIME
   prepare_inputs
   log "inputs ready in $(fsub "$t0" "$EPOCHREALTIME") s; systems: ${RUN_SYSTEMS[*]}; results in $OUT"
-  local backings=$BACKING; [ "$BACKING" = both ] && backings="tmpfs disk"
+  local backings=tmpfs
   if [ "$BACKING" = both ]; then
     run_backing tmpfs "$ROUNDS" "$PHASES" "${RUN_SYSTEMS[@]}"
-    local -a disk_systems=(); local disk_phases=""
-    for s in "${RUN_SYSTEMS[@]}"; do
-      [[ " $DISK_SYSTEMS " == *" $s "* ]] && disk_systems+=("$s")
-    done
-    for ph in $PHASES; do [[ " $DISK_PHASES " == *" $ph "* ]] && disk_phases+="${disk_phases:+ }$ph"; done
+    local -a disk_systems; local disk_phases
+    read -ra disk_systems <<< "$(only_listed "$DISK_SYSTEMS" "${RUN_SYSTEMS[@]}")"
+    disk_phases=$(only_listed "$DISK_PHASES" $PHASES)
     if [ ${#disk_systems[@]} -gt 0 ] && [ -n "$disk_phases" ] && [ "$DISK_ROUNDS" -gt 0 ]; then
       run_backing disk "$DISK_ROUNDS" "$disk_phases" "${disk_systems[@]}"
+      backings="tmpfs disk"
     else
       log "disk pass skipped: DISK_SYSTEMS ($DISK_SYSTEMS) or DISK_PHASES ($DISK_PHASES) share nothing with this run, or DISK_ROUNDS=0"
-      backings=tmpfs
     fi
   else
     run_backing "$BACKING" "$ROUNDS" "$PHASES" "${RUN_SYSTEMS[@]}"
