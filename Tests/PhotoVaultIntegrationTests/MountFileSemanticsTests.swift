@@ -320,6 +320,38 @@ final class MountFileSemanticsTests: XCTestCase {
         sb.unmount(mp)
     }
 
+    /// `sync FILE` and `sync DIR` (fsync on a file and on a directory) reach the store: the
+    /// daemon fsyncs the file's ciphertext and the directory underneath. (`sync -f`, syncfs,
+    /// does not: the kernel sends FUSE's SYNCFS to virtiofs only; README says so.)
+    func testFsyncOfAFileAndOfADirectoryReachesTheStore() throws {
+        let sb = Sandbox("pv-fsync")
+        sb.initStore()
+        let mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        sb.ok("mkdir \(q)/album && head -c 300000 /dev/urandom > \(q)/album/photo.jpg")
+        let pid = try XCTUnwrap(MountProbe.daemonPID(sb, mp))
+        let log = sb.root + "/fsync.trace"
+        let tracer = try BackgroundProcess(["/usr/bin/strace", "-f", "-qq", "-y", "-p", String(pid),
+                                            "-e", "trace=fsync,fdatasync", "-o", log],
+                                           output: sb.root + "/strace.out")
+        XCTAssertTrue(Harness.waitUntil(5) { (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8))?
+            .contains("TracerPid:\t0") == false }, "strace did not attach")
+        Thread.sleep(forTimeInterval: 0.5)   // strace attaches to the daemon's threads one by one
+        sb.ok("sync \(q)/album/photo.jpg && sync \(q)/album")
+        Thread.sleep(forTimeInterval: 0.5)
+        tracer.stop()
+        let synced = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").compactMap { line -> String? in
+            guard line.contains(" = 0"), let open = line.range(of: "<"), let close = line.range(of: ">)") else { return nil }
+            return String(line[open.upperBound..<close.lowerBound])
+        }.filter { $0.hasPrefix(sb.store + "/") }
+        var isDirectory: ObjCBool = false
+        XCTAssertTrue(synced.contains { FileManager.default.fileExists(atPath: $0, isDirectory: &isDirectory) && !isDirectory.boolValue },
+                      "no ciphertext file fsynced: \(synced)")
+        XCTAssertTrue(synced.contains { FileManager.default.fileExists(atPath: $0, isDirectory: &isDirectory) && isDirectory.boolValue },
+                      "no store directory fsynced: \(synced)")
+        sb.unmount(mp)
+    }
+
     /// A shared writable mapping: stores through it reach the file (read back by another
     /// process and after a remount).
     func testMmapWriteReadBack() {
