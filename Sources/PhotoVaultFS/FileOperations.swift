@@ -440,6 +440,4 @@ extension VaultFileSystem {
     }
 }
 
-let SEEK_DATA_VALUE: Int32 = 3
-let SEEK_HOLE_VALUE: Int32 = 4
 let FALLOC_FL_KEEP_SIZE_VALUE: Int32 = 0x01

@@ -205,6 +205,30 @@ public final class ContentFile: @unchecked Sendable {
         return produced
     }
 
+    /// How many chunks from `first` on lie wholly inside a hole of the ciphertext file, found
+    /// with `lseek(SEEK_DATA)` instead of reading them. Nothing was ever written there, so
+    /// they read as zeros, and zeros never authenticate: each of them is damaged. 0 when
+    /// `first` is not in a hole, or when the file system cannot tell (it then calls the whole
+    /// file data). fsck skips them this way, so a sparse ciphertext of terabytes of holes
+    /// (a valid header and a `truncate -s 10T`) is checked at once, not read.
+    public func chunksInHole(from first: UInt64) -> UInt64 {
+        lockRead(); defer { unlock() }
+        guard let cipherSize = try? ciphertextSize(), let size = try? plaintextSizeLocked() else { return 0 }
+        let cs = UInt64(layout.chunkSize)
+        let total = (size + cs - 1) / cs
+        guard first < total else { return 0 }
+        let start = layout.sealedOffset(ofChunk: first)
+        let data = lseek(fd, off_t(start), SEEK_DATA_VALUE)
+        let holeEnd: UInt64
+        if data >= 0 { holeEnd = UInt64(data) }
+        else if errno == ENXIO { holeEnd = cipherSize }   // no data from `start` to the end
+        else { return 0 }
+        guard holeEnd > start else { return 0 }
+        // Every chunk but the last is sealedChunkSize long; the last ends at the file's end.
+        if holeEnd >= cipherSize { return total - first }
+        return min((holeEnd - start) / UInt64(layout.sealedChunkSize), total - first)
+    }
+
     // MARK: write
 
     /// Writes `count` bytes at `offset`. Writing past the end fills the gap with sealed zeros.

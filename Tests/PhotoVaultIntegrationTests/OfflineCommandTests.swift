@@ -612,6 +612,45 @@ final class OfflineCommandTests: XCTestCase {
                         "checked 1 files, 3 directories, 0 symlinks, 8 chunks: 1 problem"], r.stdout)
     }
 
+    /// Holes in a ciphertext file are damage fsck counts without reading them (SEEK_DATA):
+    /// a.jpg is 8 real chunks, then a terabyte-sized hole (2^28 chunks' worth) and one chunk
+    /// of garbage written at the end, which is data and read; b.jpg has a hole punched in its
+    /// middle, with real chunks after it: exactly the chunks the hole touches are named. fsck
+    /// used to read the hole, 1.1 TB of zeros, chunk by chunk (hours; here it ran into the
+    /// two-minute timeout).
+    func testHolesInACiphertextAreCountedExactlyWithoutBeingRead() throws {
+        let sb = Sandbox("pv-offline-holes")
+        sb.initStore()
+        let src = sb.plainDir("src")
+        try Data(repeating: 7, count: 8 * 4096).write(to: URL(fileURLWithPath: src + "/a.jpg"))
+        XCTAssertEqual(Self.pv(sb, ["import", src + "/a.jpg", "/v"]).status, 0)
+        try Data((0..<(1000 * 4096)).map { UInt8(truncatingIfNeeded: $0 * 7) }).write(to: URL(fileURLWithPath: src + "/b.jpg"))
+        XCTAssertEqual(Self.pv(sb, ["import", src + "/b.jpg", "/v"]).status, 0)
+        let files = sb.ok("find \(Sandbox.quote(sb.store))/users -type f ! -name '.pv*' -printf '%s %p\\n' | sort -n")
+            .split(separator: "\n").map { $0.split(separator: " ", maxSplits: 1).map(String.init) }
+        XCTAssertEqual(files.count, 2, "\(files)")
+        let (a, b) = (files[0][1], files[1][1])
+        let aSize = try XCTUnwrap(Int(files[0][0])), sealed = (aSize - 128) / 8
+        XCTAssertEqual(aSize, 128 + 8 * sealed)
+        let holeChunks = 1 << 28
+        let tail = 128 + (8 + holeChunks - 1) * sealed
+        sb.ok("head -c \(sealed) /dev/zero | tr '\\0' '\\377' | dd of=\(Sandbox.quote(a)) bs=\(sealed) seek=\(tail) oflag=seek_bytes conv=notrunc status=none")
+        XCTAssertEqual(try XCTUnwrap(FileManager.default.attributesOfItem(atPath: a)[.size] as? Int), 128 + (8 + holeChunks) * sealed)
+        // b.jpg: a 1 MiB hole from byte 1 MiB of its ciphertext, and the chunks it touches.
+        sb.ok("fallocate -p -o 1048576 -l 1048576 \(Sandbox.quote(b))")
+        let touched = (0..<1000).filter { i in 128 + (i + 1) * sealed > 1 << 20 && 128 + i * sealed < 2 << 20 }
+        XCTAssertEqual(touched.count, 1 + (1 << 20) / sealed, "\(touched)")
+
+        let r = Self.pv(sb, ["fsck"])
+        XCTAssertEqual(r.status, 21, r.stdout + r.stderr)
+        let listedA = (8..<72).map(String.init).joined(separator: ", ")
+        let listedB = touched.prefix(64).map(String.init).joined(separator: ", ")
+        XCTAssertEqual(Set(r.stdout.split(separator: "\n").map(String.init)),
+                       ["/v/a.jpg: chunkDamaged: \(holeChunks) of \(holeChunks + 8) chunks failed authentication (chunk \(listedA) and \(holeChunks - 64) more)",
+                        "/v/b.jpg: chunkDamaged: \(touched.count) of 1000 chunks failed authentication (chunk \(listedB) and \(touched.count - 64) more)",
+                        "checked 2 files, 2 directories, 0 symlinks, \(8 + 1000 - touched.count) chunks: 2 problems"], r.stdout)
+    }
+
     /// A source ending in '/' names what it points to, as `cp -r P/ dest/`: a symlink to a
     /// directory is followed and the directory lands under the link's name (without the
     /// slash the symlink itself is copied); `F/` for anything but a directory is "Not a

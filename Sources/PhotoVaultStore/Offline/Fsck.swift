@@ -460,6 +460,11 @@ public final class Fsck {
                 if first.count < Self.kept { first.append(index) }
             }
 
+            mutating func append(_ indexes: Range<UInt64>) {
+                count += UInt64(indexes.count)
+                first += indexes.prefix(Self.kept - first.count)
+            }
+
             /// `chunk 1, 5, 9` or, beyond the first `kept`, `chunk 0, 1, …, 63 and 1000 more`.
             var description: String {
                 "chunk " + first.map(String.init).joined(separator: ", ")
@@ -468,9 +473,10 @@ public final class Fsck {
         }
 
         /// Reads the file in large blocks; a block that fails is re-read chunk by chunk so that
-        /// every damaged chunk is named, not only the first. Returns the chunks that failed
-        /// authentication, and apart from them those that could not be read, with the first
-        /// such error.
+        /// every damaged chunk is named, not only the first. Chunks lying in a hole of the
+        /// ciphertext (zeros, never written) are counted as damaged without being read. Returns
+        /// the chunks that failed authentication, and apart from them those that could not be
+        /// read, with the first such error.
         mutating func checkChunks(_ content: ContentFile, size: UInt64) -> (damaged: ChunkList, unreadable: ChunkList, Error?) {
             let cs = UInt64(tree.layout.chunkSize)
             let chunksPerBlock = max(1, (1 << 20) / tree.layout.chunkSize)
@@ -481,6 +487,12 @@ public final class Fsck {
             var failure: Error?
             var offset: UInt64 = 0
             while offset < size {
+                let hole = content.chunksInHole(from: offset / cs)
+                if hole > 0 {
+                    bad.append(offset / cs ..< offset / cs + hole)
+                    offset = min(size, offset + hole * cs)
+                    continue
+                }
                 let want = Int(min(UInt64(block), size - offset))
                 if let n = try? content.read(into: buf, count: want, offset: offset), n == want {
                     summary.bytesChecked += UInt64(n)
