@@ -30,6 +30,23 @@ public final class UserTree: @unchecked Sendable {
         try AtomicFile.syncParent(of: path)
     }
 
+    /// The tree's root directory is the mount's root, so a `chmod 000 ~/PhotoVault` (any mode
+    /// without the owner's read and search bits) is stored on it. While mounted, its owner
+    /// can chmod it back through the mount; but no later mount could open it, and its name
+    /// in the store is a hash nobody knows. For a mount by the owner whom the mode shuts out
+    /// (root with CAP_DAC_OVERRIDE is not), this gives the owner read and search back (u+rx,
+    /// nothing else) and returns the mode it had, for a warning; nil when nothing changed.
+    /// Errors are left to whatever opens the root next.
+    public func restoreOwnerAccess() -> mode_t? {
+        var st = stat()
+        guard lstat(root, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == geteuid(),
+              st.st_mode & 0o500 != 0o500, faccessat(AT_FDCWD, root, R_OK | X_OK, AT_EACCESS) != 0, errno == EACCES
+        else { return nil }
+        let old = st.st_mode & 0o7777
+        guard chmod(root, old | 0o500) == 0 else { return nil }
+        return old
+    }
+
     /// Opens the tree's root directory (O_RDONLY | O_DIRECTORY).
     public func openRoot() throws -> Int32 {
         let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

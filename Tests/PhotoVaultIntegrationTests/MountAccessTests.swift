@@ -172,4 +172,40 @@ final class MountAccessTests: XCTestCase {
         XCTAssertEqual(sb.ok("cd \(Sandbox.quote(mp)) && \(noDAC) bash \(Sandbox.quote(scriptPath))"), expected)
         sb.unmount(mp)
     }
+
+    /// `chmod 000` on the mount's root is stored on the tree's root directory (the mount's
+    /// root is that directory). An owner whom modes hold back (here root without
+    /// CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, as any ordinary user) could never mount
+    /// again ("open …/.pvmount: Permission denied"), and the directory's name in the store is
+    /// a hash. Now such a mount gives the owner read and search back (u+rx, nothing more) and
+    /// says so; a mount the mode does not hold back (root's) leaves it alone.
+    func testAMountRootChmoddedTo000DoesNotShutItsOwnerOut() {
+        let sb = Sandbox("pv-root-mode")
+        sb.initStore()
+        let mp = sb.mount()
+        let q = Sandbox.quote(mp)
+        sb.ok("echo kept > \(q)/a.txt && chmod 000 \(q)")
+        sb.unmount(mp)
+        let args = ["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
+        var r = sb.pv(args)
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(r.stderr, "", "root, which modes do not hold back")
+        XCTAssertEqual(sb.ok("stat -c %a \(q)"), "0\n")
+        sb.unmount(mp)
+        let noDAC = "setpriv --bounding-set -dac_override,-dac_read_search --inh-caps -dac_override,-dac_read_search --"
+        let mountWithoutDAC = { sb.run("\(noDAC) " + ([Harness.binary] + args).map(Sandbox.quote).joined(separator: " ")) }
+        r = mountWithoutDAC()
+        sb.mounts.append(mp)
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(r.stderr, "photovault: warning: the vault's top folder had mode 000 (a chmod through an earlier mount), "
+                       + "which shut you out of it; it now has 500\n")
+        XCTAssertEqual(sb.ok("stat -c %a \(q) && \(noDAC) cat \(q)/a.txt"), "500\nkept\n")
+        sb.ok("chmod 750 \(q)")
+        sb.unmount(mp)
+        r = mountWithoutDAC()
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(r.stderr, "", "a mode that lets the owner in is left alone")
+        XCTAssertEqual(sb.ok("stat -c %a \(q)"), "750\n")
+        sb.unmount(mp)
+    }
 }

@@ -85,6 +85,10 @@ enum MountDaemon {
         }
         masterKey.wipe()
         let tree = UserTree(root: layout.userTree(treeID), keyring: keyring, layout: config.layout)
+        if let old = tree.restoreOwnerAccess() {
+            Self.warn(String(format: "the vault's top folder had mode %03o (a chmod through an earlier mount), which shut you out of it; "
+                        + "it now has %03o", old, old | 0o500), reporter: reporter, log: log)
+        }
         // The daemon caches directory IDs, open files and headers, so nothing else may write
         // the tree while it is mounted. Offline writers (import, class set, fsck --repair)
         // take this lock exclusively: a shared lock held until unmount makes them fail with
@@ -161,7 +165,7 @@ enum MountDaemon {
             w.start()
             bus = w
             if let warning = Self.busWarning(unreachable: w.unreachableBuses) {
-                if let r = reporter { r.warn(warning) } else { log("warning: " + warning) }
+                Self.warn(warning, reporter: reporter, log: log)
             }
         }
         var control: ControlSocketServer? = nil
@@ -182,7 +186,7 @@ enum MountDaemon {
             // Said by `photovault mount` itself, not only in the journal: the mount came up, but
             // lock, unlock and status will answer "no vault is mounted" for it.
             let warning = "control socket unavailable: \(error) ('photovault lock', 'unlock' and 'status' will not reach this mount)"
-            if let r = reporter { r.warn(warning) } else { log("warning: " + warning) }
+            Self.warn(warning, reporter: reporter, log: log)
         }
         let thumbnailGuard = settings.privateThumbnails ? ThumbnailGuard.activate(mountpoint: settings.mountpoint, log: log) : nil
         log("mounted \(canonicalMP)")
@@ -220,6 +224,11 @@ enum MountDaemon {
         mountLock?.release()
         log("unmounted \(canonicalMP); keys zeroed")
         return code
+    }
+
+    /// A warning `photovault mount` prints (the journal's log when mounted in the foreground).
+    static func warn(_ message: String, reporter: ReadyReporter?, log: (String) -> Void) {
+        if let r = reporter { r.warn(message) } else { log("warning: " + message) }
     }
 
     /// What the user loses when a bus cannot be watched (shown by `photovault mount`, not
