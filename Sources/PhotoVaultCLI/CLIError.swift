@@ -37,8 +37,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// `fsck --repair` of a vault that is mounted (found in the runtime registry or holding
     /// the tree's lock): it cannot go through the mount, so the mount must go first.
     case repairWhileMounted(user: String, mountpoint: String?, pid: Int32?)
-    /// `user remove --delete-photos` of an account whose vault is mounted: nothing removed.
-    case deleteWhileMounted(user: String, mountpoint: String?, pid: Int32)
+    /// `user remove` (with or without `--delete-photos`) of an account whose vault is
+    /// mounted: nothing removed.
+    case removeWhileMounted(user: String, mountpoint: String?, pid: Int32, deletePhotos: Bool)
     case fsckFoundDamage(problems: Int)
     /// `fsck --repair` left damaged entries in place (it could not move them): the repair is
     /// incomplete, whatever else it did.
@@ -59,7 +60,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .alreadyMounted, .vaultAlreadyMounted, .vaultClosing: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
         case .notMounted, .notPhotoVaultMount: return ExitCodes.notMounted
-        case .vaultMounted, .repairWhileMounted, .deleteWhileMounted: return ExitCodes.storeBusy
+        case .vaultMounted, .repairWhileMounted, .removeWhileMounted: return ExitCodes.storeBusy
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
         case .fsckRepairIncomplete: return ExitCodes.fsckRepairIncomplete
         case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed:
@@ -107,9 +108,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .repairWhileMounted(let u, nil, let pid):
             return "the vault of \(u) is mounted" + (pid.map { " (photovault process \($0))" } ?? "")
                 + ": unmount it before 'fsck --repair' (the mount must be its only writer)"
-        case .deleteWhileMounted(let u, let mp, let pid):
+        case .removeWhileMounted(let u, let mp, let pid, let deletePhotos):
             return "the vault of \(u) is mounted " + (mp.map { "at \($0)" } ?? "(photovault process \(pid))")
-                + ": unmount it before 'user remove --delete-photos' (nothing was removed)"
+                + ": unmount it before 'user remove\(deletePhotos ? " --delete-photos" : "")' (nothing was removed)"
         case .fsckFoundDamage(let n): return "fsck found \(n) problem\(n == 1 ? "" : "s")"
         case .fsckRepairIncomplete(let n, let left):
             return "fsck found \(n) problem\(n == 1 ? "" : "s"); repair left \(left) damaged entr\(left == 1 ? "y" : "ies") in place"

@@ -124,6 +124,7 @@ extension CommandSpec {
             ["user", "remove"], summary: "Remove an account",
             discussion: "Removes the account USER after checking its password. Its photos stay in the "
                 + "store (unreadable without the account) unless --delete-photos is given. "
+                + "Refused, with nothing removed, while its vault is mounted: unmount it first. "
                 + passwordNote,
             arguments: [userArgument],
             options: [

@@ -38,11 +38,13 @@ final class DispatchTests: XCTestCase {
             (CLIError.repairWhileMounted(user: "alice", mountpoint: nil, pid: 42),
              "photovault: the vault of alice is mounted (photovault process 42): unmount it before 'fsck --repair' "
                 + "(the mount must be its only writer)\n", 11),
-            (CLIError.deleteWhileMounted(user: "alice", mountpoint: "/m", pid: 42),
+            (CLIError.removeWhileMounted(user: "alice", mountpoint: "/m", pid: 42, deletePhotos: true),
              "photovault: the vault of alice is mounted at /m: unmount it before 'user remove --delete-photos' (nothing was removed)\n", 11),
-            (CLIError.deleteWhileMounted(user: "alice", mountpoint: nil, pid: 42),
+            (CLIError.removeWhileMounted(user: "alice", mountpoint: nil, pid: 42, deletePhotos: true),
              "photovault: the vault of alice is mounted (photovault process 42): unmount it before 'user remove --delete-photos' "
                 + "(nothing was removed)\n", 11),
+            (CLIError.removeWhileMounted(user: "alice", mountpoint: "/m", pid: 42, deletePhotos: false),
+             "photovault: the vault of alice is mounted at /m: unmount it before 'user remove' (nothing was removed)\n", 11),
             (CLIError.fsckFoundDamage(problems: 2), "photovault: fsck found 2 problems\n", 21),
             (DaemonFailure(code: 11, message: "the store is busy"), "photovault: the store is busy\n", 11),
             (CLIError.deadMount("/m", fsType: "fuse.sshfs"),

@@ -72,7 +72,7 @@ final class SpecTableTests: XCTestCase {
             .deadMount("/m", fsType: "fuse.sshfs"), .vaultMounted(user: "u", mountpoint: "/m", pid: 1),
             .vaultAlreadyMounted(mountpoint: "/m", pid: 1), .vaultAlreadyMounted(mountpoint: nil, pid: nil),
             .repairWhileMounted(user: "u", mountpoint: "/m", pid: nil), .repairWhileMounted(user: "u", mountpoint: nil, pid: 1),
-            .deleteWhileMounted(user: "u", mountpoint: "/m", pid: 1),
+            .removeWhileMounted(user: "u", mountpoint: "/m", pid: 1, deletePhotos: true),
         ]
         for e in cliErrors { XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "\(e)") }
         XCTAssertEqual(CLIError.noFuseDevice(ENOENT).exitCode, 14)
@@ -94,7 +94,7 @@ final class SpecTableTests: XCTestCase {
         // A mount holding the tree is a busy store, with the same code as StoreError.storeBusy.
         XCTAssertEqual(CLIError.vaultMounted(user: "u", mountpoint: nil, pid: 1).exitCode, StoreError.storeBusy.exitCode)
         XCTAssertEqual(CLIError.repairWhileMounted(user: "u", mountpoint: "/m", pid: nil).exitCode, StoreError.storeBusy.exitCode)
-        XCTAssertEqual(CLIError.deleteWhileMounted(user: "u", mountpoint: "/m", pid: 1).exitCode, StoreError.storeBusy.exitCode)
+        XCTAssertEqual(CLIError.removeWhileMounted(user: "u", mountpoint: "/m", pid: 1, deletePhotos: true).exitCode, StoreError.storeBusy.exitCode)
         // The CLI's own codes must not collide with a StoreError code of another meaning.
         let cliOwn: Set<Int32> = [14, 15, 16, 17, 18, 21, 25]
         XCTAssertTrue(cliOwn.isDisjoint(with: storeErrors.map(\.exitCode)))

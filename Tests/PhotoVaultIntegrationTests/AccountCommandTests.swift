@@ -349,6 +349,49 @@ final class AccountCommandTests: XCTestCase {
         s.assertNoPlaintext(["MOUNTED-photo"])
     }
 
+    /// Without --delete-photos too, a mounted vault's account is not removed: the remove used
+    /// to succeed ("its encrypted photos stay in the store, unreadable") while the mount went on
+    /// taking photos into a tree that nothing could open once it was unmounted. Another
+    /// account of the store is removed as usual meanwhile.
+    func testRemoveOfAMountedAccountIsRefusedWithoutDeletePhotosToo() throws {
+        let s = Sandbox("acct-remove-live")
+        s.initStore(users: ["alice", "bob"])
+        let mp = s.mount()
+        let busy = s.pv(["user", "remove", "alice", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(busy.status, 11, busy.stdout + busy.stderr)
+        XCTAssertEqual(busy.stderr, "photovault: the vault of alice is mounted at \(mp): unmount it before 'user remove' "
+                       + "(nothing was removed)\n")
+        XCTAssertEqual(busy.stdout, "")
+        XCTAssertEqual(s.pv(["user", "check", "alice", "--store", s.store]).status, 0, "the refused remove removed the account")
+        let bob = s.pv(["user", "remove", "bob", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(bob.status, 0, bob.stderr)
+        // What the mount takes after the refusal is the account's, and opens again.
+        try Data("TAKEN-after-refusal".utf8).write(to: URL(fileURLWithPath: mp + "/p.jpg"))
+        s.unmount(mp)
+        let again = s.mount()
+        XCTAssertEqual(try String(contentsOfFile: again + "/p.jpg", encoding: .utf8), "TAKEN-after-refusal")
+        s.unmount(again)
+        let done = s.pv(["user", "remove", "alice", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(done.status, 0, done.stderr)
+        XCTAssertTrue(done.stdout.contains("stay in the store"), done.stdout)
+    }
+
+    /// Without --delete-photos nothing in the tree changes, also when it was never mounted:
+    /// the mount-lock file that the check for a mount needs is not made there (it dated the
+    /// removal on the tree, next to the record's disappearance, telling which tree was
+    /// orphaned when).
+    func testRemoveWithoutDeletePhotosLeavesANeverMountedTreeUntouched() throws {
+        let s = Sandbox("acct-remove-untouched")
+        s.initStore(users: ["alice", "bob"])
+        let snapshot = { s.ok("cd \(Sandbox.quote(s.store))/users && find . -printf '%p %y %m %s %T@ %C@\\n' | LC_ALL=C sort") }
+        let before = snapshot()
+        usleep(20_000)
+        let r = s.pv(["user", "remove", "alice", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(snapshot(), before)
+        XCTAssertFalse(before.contains(".pvmount"), before)
+    }
+
     func testRemoveNeedsThePasswordAndKeepsPhotosUnlessAsked() throws {
         let s = Sandbox("acct-remove")
         s.initStore(users: ["alice", "bob"])

@@ -234,8 +234,8 @@ public struct AccountStore {
 
     // MARK: remove
 
-    /// Removes the account (its record; with `deletePhotos` also its whole tree, refused with
-    /// `.storeBusy` while the tree is mounted). Requires the password. The record goes first, so the account disappears atomically; a crash
+    /// Removes the account (its record; with `deletePhotos` also its whole tree). Refused with
+    /// `.storeBusy` while the tree is mounted, either way. Requires the password. The record goes first, so the account disappears atomically; a crash
     /// before the tree is gone leaves ciphertext nothing can open any more.
     /// `busyTree` names what holds a tree that is busy (given its root and tree ID); nil keeps
     /// `.storeBusy`.
@@ -255,13 +255,22 @@ public struct AccountStore {
             // delete or lock: the account is removed all the same.
             var st = stat()
             let treeExists = lstat(layout.userTree(treeID), &st) == 0 || errno != ENOENT
-            // A mounted tree is not deleted under its daemon: its mount lock is taken first
-            // (.storeBusy, and nothing removed, while it is mounted) and held to the end.
+            // A mounted tree is not deleted under its daemon, nor is its account removed: the
+            // mount would go on taking photos into a tree nobody could open once it is
+            // unmounted (without --delete-photos that used to succeed). Its mount lock is taken
+            // first (.storeBusy, and nothing removed, while it is mounted) and held to the end.
             let root = layout.userTree(treeID)
             func locking<L>(_ take: () throws -> L) throws -> L {
                 do { return try take() } catch StoreError.storeBusy { throw busyTree(root, treeID) ?? StoreError.storeBusy }
             }
-            let mountLock = deletePhotos && treeExists ? try locking { try TreeLock.mount(root: root, timeout: lockTimeout) } : nil
+            var mountLock: TreeLock? = nil
+            if treeExists {
+                // Without --delete-photos the tree stays as it was: a `.pvmount` made now would
+                // date the removal on the tree and so tell which tree lost its account.
+                do { mountLock = try TreeLock.mount(root: root, timeout: lockTimeout, create: deletePhotos) }
+                catch StoreError.storeBusy { throw busyTree(root, treeID) ?? StoreError.storeBusy }
+                catch where !deletePhotos {}   // .pvmount cannot be opened (misshapen): no daemon can mount the tree either
+            }
             defer { mountLock?.release() }
             // Nor under an offline command (import, export, fsck, class) that works in it: they
             // hold the tree root's flock for their whole run, so its exclusive lock waits for

@@ -34,13 +34,14 @@ public final class TreeLock {
 
     /// The mount lock of the tree at `root`, created (empty, 0400) on first use; `.storeBusy`
     /// when another daemon mounts the tree. nil on a read-only filesystem, where the file
-    /// cannot be created and no daemon can write the tree either.
-    public static func mount(root: String, timeout: Double = 2) throws -> TreeLock? {
+    /// cannot be created and no daemon can write the tree either. With `create` false, nil
+    /// when it does not exist (a tree never mounted): nothing in the tree is changed.
+    public static func mount(root: String, timeout: Double = 2, create: Bool = true) throws -> TreeLock? {
         let path = StorePath.join(root, mountLockName)
         // A FIFO in its place would block the open for good, a symlink lead out of the store.
         let fd: Int32
-        do { fd = try FileIO.openRegular(AT_FDCWD, path, O_RDONLY | O_CREAT, mode: 0o400, what: path) }
-        catch StoreError.io(let e, _) where e == EROFS { return nil }
+        do { fd = try FileIO.openRegular(AT_FDCWD, path, O_RDONLY | (create ? O_CREAT : 0), mode: 0o400, what: path) }
+        catch StoreError.io(let e, _) where e == EROFS || (e == ENOENT && !create) { return nil }
         return try TreeLock(fd: fd, path: path, mode: .exclusive, timeout: timeout)
     }
 
