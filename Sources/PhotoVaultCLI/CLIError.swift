@@ -37,6 +37,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// `fsck --repair` of a vault that is mounted (found in the runtime registry or holding
     /// the tree's lock): it cannot go through the mount, so the mount must go first.
     case repairWhileMounted(user: String, mountpoint: String?, pid: Int32?)
+    /// `import` or `class set` of a vault path whose vault is mounted but locked (`--on-lock
+    /// stay`): they would go through the mount, which refuses them; nothing was changed.
+    case vaultLockedAtMount(user: String, mountpoint: String)
     /// `user remove` (with or without `--delete-photos`) of an account whose vault is
     /// mounted: nothing removed.
     case removeWhileMounted(user: String, mountpoint: String?, pid: Int32, deletePhotos: Bool)
@@ -61,6 +64,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .mountBusy: return ExitCodes.mountBusy
         case .notMounted, .notPhotoVaultMount: return ExitCodes.notMounted
         case .vaultMounted, .repairWhileMounted, .removeWhileMounted: return ExitCodes.storeBusy
+        case .vaultLockedAtMount: return ExitCodes.vaultLocked
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
         case .fsckRepairIncomplete: return ExitCodes.fsckRepairIncomplete
         case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed:
@@ -111,6 +115,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .removeWhileMounted(let u, let mp, let pid, let deletePhotos):
             return "the vault of \(u) is mounted " + (mp.map { "at \($0)" } ?? "(photovault process \(pid))")
                 + ": unmount it before 'user remove\(deletePhotos ? " --delete-photos" : "")' (nothing was removed)"
+        case .vaultLockedAtMount(let u, let mp):
+            return "the vault of \(u) is mounted at \(mp) and locked: run 'photovault unlock \(mp)' and then this command "
+                + "again (it goes through the mount; nothing was changed)"
         case .fsckFoundDamage(let n): return "fsck found \(n) problem\(n == 1 ? "" : "s")"
         case .fsckRepairIncomplete(let n, let left):
             return "fsck found \(n) problem\(n == 1 ? "" : "s"); repair left \(left) damaged entr\(left == 1 ? "y" : "ies") in place"

@@ -18,6 +18,8 @@ public enum ExitCodes {
     public static let mountBusy: Int32 = 17
     public static let notMounted: Int32 = 18
     public static let fsckFoundDamage: Int32 = 21
+    /// StoreError.locked's code, also used for a routed command whose mount is locked.
+    public static let vaultLocked: Int32 = 23
     public static let deadMount: Int32 = 25
     public static let partialTransfer: Int32 = 26
     public static let passwordNotRead: Int32 = 27
@@ -52,7 +54,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: 20, meaning: "the file or store already exists (use --force)"),
         ExitCodeEntry(code: fsckFoundDamage, meaning: "fsck found damage"),
         ExitCodeEntry(code: 22, meaning: "integrity check failed (data modified or corrupt)"),
-        ExitCodeEntry(code: 23, meaning: "the vault is locked"),
+        ExitCodeEntry(code: vaultLocked, meaning: "the vault is locked"),
         ExitCodeEntry(code: 24, meaning: "not found"),
         ExitCodeEntry(code: deadMount, meaning: "the mountpoint holds a dead mount (its daemon is gone; unmount it first)"),
         ExitCodeEntry(code: partialTransfer, meaning: "import or export skipped some entries (each named on stderr); the rest was copied"),

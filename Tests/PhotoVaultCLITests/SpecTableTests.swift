@@ -73,6 +73,7 @@ final class SpecTableTests: XCTestCase {
             .vaultAlreadyMounted(mountpoint: "/m", pid: 1), .vaultAlreadyMounted(mountpoint: nil, pid: nil),
             .repairWhileMounted(user: "u", mountpoint: "/m", pid: nil), .repairWhileMounted(user: "u", mountpoint: nil, pid: 1),
             .removeWhileMounted(user: "u", mountpoint: "/m", pid: 1, deletePhotos: true),
+            .vaultLockedAtMount(user: "u", mountpoint: "/m"),
         ]
         for e in cliErrors { XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "\(e)") }
         XCTAssertEqual(CLIError.noFuseDevice(ENOENT).exitCode, 14)
@@ -95,6 +96,7 @@ final class SpecTableTests: XCTestCase {
         XCTAssertEqual(CLIError.vaultMounted(user: "u", mountpoint: nil, pid: 1).exitCode, StoreError.storeBusy.exitCode)
         XCTAssertEqual(CLIError.repairWhileMounted(user: "u", mountpoint: "/m", pid: nil).exitCode, StoreError.storeBusy.exitCode)
         XCTAssertEqual(CLIError.removeWhileMounted(user: "u", mountpoint: "/m", pid: 1, deletePhotos: true).exitCode, StoreError.storeBusy.exitCode)
+        XCTAssertEqual(CLIError.vaultLockedAtMount(user: "u", mountpoint: "/m").exitCode, StoreError.locked.exitCode)
         // The CLI's own codes must not collide with a StoreError code of another meaning.
         let cliOwn: Set<Int32> = [14, 15, 16, 17, 18, 21, 25]
         XCTAssertTrue(cliOwn.isDisjoint(with: storeErrors.map(\.exitCode)))

@@ -387,6 +387,37 @@ final class OfflineLiveMountTests: XCTestCase {
         XCTAssertEqual(T.pv(sb, ["class", "get", "/c/src/2024"]).stdout, "until-first-auth\n")
     }
 
+    /// A mount locked with `--on-lock stay` refuses new `complete` files and class changes of
+    /// `complete` ones, so what is routed through it is refused before anything is made, with
+    /// exit 23 ("the vault is locked") and one line saying what to do. Import used to fail
+    /// halfway with cp's "Permission denied" (exit 1) and leave the directories it had made;
+    /// `import -` the same; `class set` with "Permission denied". After `unlock` all go through.
+    func testWritesRoutedThroughALockedMountAreRefusedBeforeAnythingIsMade() throws {
+        let (sb, src) = T.importedTree("pv-live-locked", at: "/c")
+        let mp = sb.mount(extra: ["--on-lock", "stay"])
+        XCTAssertEqual(sb.pv(["lock", mp]).status, 0)
+        XCTAssertEqual(MountProbe.state(sb, mp), "locked")
+        let line = "photovault: the vault of alice is mounted at \(mp) and locked: run 'photovault unlock \(mp)' "
+            + "and then this command again (it goes through the mount; nothing was changed)\n"
+        for (args, stdin) in [(["import", src, "/new/deeper"], nil), (["import", "-", "/new/s.txt"], "streamed\n"),
+                              (["class", "set", "/c/src/notes.txt", "none"], nil)] {
+            let r = sb.pv(args + ["--store", sb.store, "--user", "alice", "--passfile", sb.passfile], stdin: stdin)
+            XCTAssertEqual(r.status, 23, "\(args): \(r.stderr)")
+            XCTAssertEqual(r.stderr, line, "\(args)")
+            XCTAssertEqual(r.stdout, "", "\(args)")
+        }
+        XCTAssertEqual(sb.pv(["unlock", mp, "--user", "alice", "--passfile", sb.passfile]).status, 0)
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))"), "c\n", "a refused import made something")
+        XCTAssertEqual(Self.classOnMount(sb, mp + "/c/src/notes.txt"), "complete")
+        let imp = T.pv(sb, ["import", src, "/new/deeper"])
+        XCTAssertEqual(imp.status, 0, imp.stderr)
+        XCTAssertEqual(T.checksums(sb, mp + "/new/deeper/src"), T.checksums(sb, src))
+        XCTAssertEqual(T.pv(sb, ["class", "set", "/c/src/notes.txt", "none"]).status, 0)
+        XCTAssertEqual(Self.classOnMount(sb, mp + "/c/src/notes.txt"), "none")
+        sb.unmount(mp)
+        XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
+    }
+
     /// `class get` and `class list` print the same through the mount as offline (which runs
     /// beside the mount): full vault paths, and `-` for a symlink, never its target's class.
     func testClassGetAndListPrintTheSameThroughTheMountAsOffline() {

@@ -20,6 +20,15 @@ enum MountRoute {
     /// never leaves the mount.
     static func path(_ mp: String, _ vp: VaultPath) -> String { vp.isRoot ? mp : mp + vp.description }
 
+    /// What is routed through a mount needs it unlocked. A mount locked with `--on-lock stay`
+    /// refuses new `complete` files and class changes of `complete` ones: an import failed
+    /// halfway with cp's "Permission denied" (exit 1), leaving the directories it had made,
+    /// though the password given opens the vault. Refused before anything is made (exit 23).
+    static func requireUnlocked(_ mp: String, user: String) throws {
+        guard MountFlow.lockState(mp) == LockController.State.locked.rawValue else { return }
+        throw CLIError.vaultLockedAtMount(user: user, mountpoint: mp)
+    }
+
     /// Creates the missing directories of `vp`, mode 0700 as the offline import does (the
     /// mount gives each its parent's default class, as offline). An existing component must
     /// be a directory: the kernel would follow a symlink of the vault, which may point out

@@ -382,6 +382,9 @@ enum ControlCommands {
             let openParts = ProtectionClass.allCases.map { "\(open[$0] ?? 0)" }
             return .success("state=\(controller.currentState.rawValue) files: " + parts.joined(separator: " ")
                             + " open handles: " + openParts.joined(separator: "/"))
+        case "state":
+            // The lock state alone (status also counts every file's class, reading each header).
+            return .success(controller.currentState.rawValue)
         case "lock-events":
             return .success("\(controller.lockEventCount)")
         case "unlock":

@@ -85,7 +85,7 @@ enum MountFlow {
         guard let e = entry else { return }
         let reply = try? ControlClient.send(path: RuntimeRegistry().socketPath(forMountpoint: e.mountpoint),
                                             request: ControlRequest(command: "status"), timeout: 3)
-        let state = reply?.message.split(separator: " ").first { $0.hasPrefix("state=") }.map { String($0.dropFirst(6)) }
+        let state = stateField(reply?.message)
         let mounted = MountInfoEntry.at(e.mountpoint)?.fsType == MountInfoEntry.photoVaultType
         // Unreachable and no longer mounted: past its control socket, on its way out.
         guard state == LockController.State.grace.rawValue || state == LockController.State.closing.rawValue
@@ -95,6 +95,21 @@ enum MountFlow {
         if RuntimeRegistry.isRunning(e.pid, startTime: e.startTime) {
             throw CLIError.vaultClosing(mountpoint: e.mountpoint, pid: e.pid)
         }
+    }
+
+    /// The `state=` field of a daemon's status line (a `LockController.State` raw value).
+    static func stateField(_ status: String?) -> String? {
+        status?.split(separator: " ").first { $0.hasPrefix("state=") }.map { String($0.dropFirst(6)) }
+    }
+
+    /// The lock state of this user's daemon at `mp`; nil when it cannot be reached.
+    static func lockState(_ mp: String) -> String? {
+        let socket = RuntimeRegistry().socketPath(forMountpoint: mp)
+        if let r = try? ControlClient.send(path: socket, request: ControlRequest(command: "state"), timeout: 3), r.ok {
+            return r.message
+        }
+        // A daemon started before it knew "state": the same field of its status line.
+        return stateField((try? ControlClient.send(path: socket, request: ControlRequest(command: "status"), timeout: 10))?.message)
     }
 
     /// The mountpoint must be an empty directory that is not already mounted; the default
