@@ -357,8 +357,23 @@ final class AccountCommandTests: XCTestCase {
         let s = Sandbox("acct-remove-live")
         s.initStore(users: ["alice", "bob"])
         let mp = s.mount()
+        let t0 = Date()
         let busy = s.pv(["user", "remove", "alice", "--store", s.store, "--passfile", s.passfile])
         XCTAssertEqual(busy.status, 11, busy.stdout + busy.stderr)
+        // At once (the mount is in the registry), not after the 10 s lock timeout, during
+        // which every other account's change waited on the store's lock.
+        XCTAssertLessThan(Date().timeIntervalSince(t0), 5)
+        // From another session (another runtime directory) too: the daemon's lock names it.
+        var otherSession = s.env
+        otherSession["XDG_RUNTIME_DIR"] = s.root + "/other-session"
+        XCTAssertEqual(mkdir(s.root + "/other-session", 0o700), 0)
+        let t1 = Date()
+        let elsewhere = Harness.pv(["user", "remove", "alice", "--delete-photos", "--store", s.store, "--passfile", s.passfile],
+                                   env: otherSession)
+        XCTAssertEqual(elsewhere.status, 11, elsewhere.stdout + elsewhere.stderr)
+        XCTAssertEqual(elsewhere.stderr, "photovault: the vault of alice is mounted at \(mp): unmount it before "
+                       + "'user remove --delete-photos' (nothing was removed)\n")
+        XCTAssertLessThan(Date().timeIntervalSince(t1), 5)
         XCTAssertEqual(busy.stderr, "photovault: the vault of alice is mounted at \(mp): unmount it before 'user remove' "
                        + "(nothing was removed)\n")
         XCTAssertEqual(busy.stdout, "")

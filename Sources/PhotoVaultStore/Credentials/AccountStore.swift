@@ -237,8 +237,8 @@ public struct AccountStore {
     /// Removes the account (its record; with `deletePhotos` also its whole tree). Refused with
     /// `.storeBusy` while the tree is mounted, either way. Requires the password. The record goes first, so the account disappears atomically; a crash
     /// before the tree is gone leaves ciphertext nothing can open any more.
-    /// `busyTree` names what holds a tree that is busy (given its root and tree ID); nil keeps
-    /// `.storeBusy`.
+    /// `busyTree` names a mount that holds the tree (given its root and tree ID); nil when it
+    /// knows none (then a busy lock is `.storeBusy`).
     public func remove(user: String, password: SecureBytes, deletePhotos: Bool,
                        busyTree: (_ root: String, _ treeID: [UInt8]) -> Error? = { _, _ in nil }) throws {
         guard !user.isEmpty else { throw StoreError.emptyUsername }
@@ -260,23 +260,29 @@ public struct AccountStore {
             // unmounted (without --delete-photos that used to succeed). Its mount lock is taken
             // first (.storeBusy, and nothing removed, while it is mounted) and held to the end.
             let root = layout.userTree(treeID)
-            func locking<L>(_ take: () throws -> L) throws -> L {
-                do { return try take() } catch StoreError.storeBusy { throw busyTree(root, treeID) ?? StoreError.storeBusy }
+            // A busy lock held by a mount that is known now (its registry entry, or its daemon's
+            // flock on the root) is said at once: waiting out the lock timeout first kept every
+            // other account's change (add, passwd, remove) waiting on the store's lock as long.
+            func locking<L>(_ take: (_ timeout: Double) throws -> L) throws -> L {
+                do { return try take(0) } catch StoreError.storeBusy {
+                    if let mounted = busyTree(root, treeID) { throw mounted }
+                    do { return try take(lockTimeout) } catch StoreError.storeBusy { throw busyTree(root, treeID) ?? StoreError.storeBusy }
+                }
             }
             var mountLock: TreeLock? = nil
             if treeExists {
                 // Without --delete-photos the tree stays as it was: a `.pvmount` made now would
                 // date the removal on the tree and so tell which tree lost its account.
-                do { mountLock = try TreeLock.mount(root: root, timeout: lockTimeout, create: deletePhotos) }
-                catch StoreError.storeBusy { throw busyTree(root, treeID) ?? StoreError.storeBusy }
-                catch where !deletePhotos {}   // .pvmount cannot be opened (misshapen): no daemon can mount the tree either
+                // A .pvmount that cannot be opened (misshapen) is one no daemon can mount either.
+                do { mountLock = try locking { try TreeLock.mount(root: root, timeout: $0, create: deletePhotos) } }
+                catch StoreError.io where !deletePhotos {} catch StoreError.corruptStore where !deletePhotos {}
             }
             defer { mountLock?.release() }
             // Nor under an offline command (import, export, fsck, class) that works in it: they
             // hold the tree root's flock for their whole run, so its exclusive lock waits for
             // them, then keeps new ones out until the tree is gone.
             let treeLock = deletePhotos && treeExists
-                ? try locking { try TreeLock(root: root, mode: .exclusive, timeout: lockTimeout) } : nil
+                ? try locking { try TreeLock(root: root, mode: .exclusive, timeout: $0) } : nil
             defer { treeLock?.release() }
             try withAccountsDir { dfd in
                 guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
