@@ -418,6 +418,34 @@ final class OfflineLiveMountTests: XCTestCase {
         XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
     }
 
+    /// `class set/get/list` on a path under a mount made from another session (another
+    /// runtime directory, as under cron or sudo) use the mount's xattr as for one of this
+    /// session. Only this session's mounts were recognised: the path was taken for a vault
+    /// path ("not found: /tmp", exit 24), and `class set` of the vault path was told "run this
+    /// command on the mount", which then failed the same way.
+    func testClassOnAPathOfAMountFromAnotherSession() {
+        let (sb, _) = T.importedTree("pv-live-othersession", at: "/c")
+        let mp = sb.mount()
+        var other = sb.env
+        other["XDG_RUNTIME_DIR"] = sb.root + "/other-session"
+        XCTAssertEqual(mkdir(sb.root + "/other-session", 0o700), 0)
+        let pv = { (args: [String]) in Harness.pv(args + ["--store", sb.store, "--user", "alice", "--passfile", sb.passfile], env: other) }
+        let viaVaultPath = pv(["class", "set", "/c/src/notes.txt", "none"])
+        XCTAssertEqual(viaVaultPath.status, 11, viaVaultPath.stderr)
+        XCTAssertEqual(viaVaultPath.stderr, "photovault: the vault of alice is mounted at \(mp): run this command on the mount or unmount first\n")
+        let set = pv(["class", "set", mp + "/c/src/notes.txt", "none"])
+        XCTAssertEqual(set.status, 0, set.stderr)
+        XCTAssertEqual(set.stdout, "\(mp)/c/src/notes.txt: none\n")
+        XCTAssertEqual(Self.classOnMount(sb, mp + "/c/src/notes.txt"), "none")
+        let get = pv(["class", "get", mp + "/c/src/notes.txt"])
+        XCTAssertEqual(get.status, 0, get.stderr)
+        XCTAssertEqual(get.stdout, "none\n")
+        let list = pv(["class", "list", mp + "/c/src/2024"])
+        XCTAssertEqual(list.status, 0, list.stderr)
+        XCTAssertEqual(list.stdout, "complete\t/c/src/2024/big.bin\ncomplete\t/c/src/2024/raw\n")
+        sb.unmount(mp)
+    }
+
     /// `class get` and `class list` print the same through the mount as offline (which runs
     /// beside the mount): full vault paths, and `-` for a symlink, never its target's class.
     func testClassGetAndListPrintTheSameThroughTheMountAsOffline() {

@@ -61,13 +61,19 @@ enum OfflineAccess {
     static func isOnLiveMount(_ path: String) -> Bool { vaultPath(onLiveMount: path) != nil }
 
     /// The vault path (`/2024/a.jpg`) of a path on a live mount, symlinks resolved; nil for a
-    /// path on no live mount.
+    /// path on no live mount. Any PhotoVault mount the kernel lists counts, not only those of
+    /// this runtime registry: one made from another session (cron, sudo, another
+    /// XDG_RUNTIME_DIR) was taken for a vault path ("not found: /tmp"), and the offline
+    /// writers' advice for such a mount, "run this command on the mount", then looped.
     static func vaultPath(onLiveMount path: String) -> String? {
         let c = RuntimeRegistry.canonical(path)
-        guard let e = RuntimeRegistry().entries().first(where: { c == $0.mountpoint || c.hasPrefix($0.mountpoint + "/") }) else {
+        let mountpoints = RuntimeRegistry().entries().map(\.mountpoint)
+            + MountInfoEntry.all().filter { $0.fsType == MountInfoEntry.photoVaultType }.map(\.mountpoint)
+        // The innermost one, should a vault be mounted inside another.
+        guard let mp = mountpoints.filter({ c == $0 || c.hasPrefix($0 + "/") }).max(by: { $0.count < $1.count }) else {
             return nil
         }
-        let rel = String(c.dropFirst(e.mountpoint.count))
+        let rel = String(c.dropFirst(mp.count))
         return rel.isEmpty ? "/" : rel
     }
 
