@@ -170,6 +170,16 @@ final class OfflineCommandTests: XCTestCase {
         let r = Self.pv(sb, ["export", "/a", mp + "/backup"])
         assertFailure(r, 2, "is inside this vault's mount")
         XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/backup"))
+        // Also when the mount was made from another session (another runtime directory, so
+        // another registry): export copied the vault into itself, /backup/backup/backup/...,
+        // until it ran out of descriptors.
+        var other = sb.env
+        other["XDG_RUNTIME_DIR"] = sb.root + "/other-session"
+        XCTAssertEqual(mkdir(sb.root + "/other-session", 0o700), 0)
+        let elsewhere = Harness.pv(["export", "/", mp + "/backup", "--store", sb.store, "--user", "alice",
+                                    "--passfile", sb.passfile], env: other, timeout: 60)
+        assertFailure(elsewhere, 2, "is inside this vault's mount")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: mp + "/backup"))
         // Anywhere else is fine, also while mounted.
         let out = sb.plainDir("out")
         XCTAssertEqual(Self.pv(sb, ["export", "/a", out]).status, 0)

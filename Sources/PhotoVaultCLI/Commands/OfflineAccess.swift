@@ -16,6 +16,13 @@ enum OfflineAccess {
         /// A live mount of the same account by this OS user (from its runtime registry).
         let mount: String?
 
+        /// Where this vault is mounted: by this session (`mount`), else by any daemon holding
+        /// its tree (another session's, found by its lock as `writing` finds it); nil when not
+        /// mounted or only a foreground daemon's pid is known.
+        var anyMountpoint: String? {
+            mount ?? TreeLockHolder.mount(treeRoot: tree.root, store: store, treeTag: treeTag)?.mountpoint
+        }
+
         /// Runs an offline writer. Its exclusive tree lock ends in 'store busy' when anything
         /// else holds the tree; when that is a mount of this vault the command could not go
         /// through (another session's runtime directory, or one that came up meanwhile), the

@@ -99,7 +99,9 @@ enum TransferCommands {
         var all = args.positionals
         guard all.count >= 2, let dest = all.popLast() else { throw args.usageError("export needs PATH_IN_VAULT... DEST") }
         let vault = try OfflineAccess.open(args)
-        if dest != "-" { try refuseExportInside(dest, store: args.storePath, mountpoint: vault.mount) }
+        // Another session's mount of this vault too: export read the tree while writing its
+        // copies into it, nesting DEST in itself until it ran out of descriptors.
+        if dest != "-" { try refuseExportInside(dest, store: args.storePath, mountpoint: vault.anyMountpoint) }
         let tree = vault.tree
         let start = Date()
         let progress = Progress(verb: "exported", quiet: dest == "-")
