@@ -303,9 +303,12 @@ enum MountFlow {
         if stat(mp, &st) != 0 && errno == ENOTCONN { return .deadMount(m.mountpoint, fsType: m.fsType) }
         // A live mount of this user whose daemon could not register (`mount` warned of it):
         // "no vault is mounted" was false.
+        // Not only a socket that could not be made: a mount made from another session (another
+        // XDG_RUNTIME_DIR: cron, sudo) is registered in that session's registry, not this one.
         return .failed("the vault at \(m.mountpoint) is mounted, but its daemon is not registered in "
-                       + "\(RuntimeRegistry().directory) (its control socket could not be made when it was mounted), "
-                       + "so lock and unlock cannot reach it; 'photovault unmount \(m.mountpoint)' still works")
+                       + "\(RuntimeRegistry().directory) (it was mounted from another session, with another XDG_RUNTIME_DIR, "
+                       + "or its control socket could not be made when it was mounted), so lock and unlock cannot reach it "
+                       + "from here; 'photovault unmount \(m.mountpoint)' still works")
     }
 
     /// Runs a tool, returning its status and combined output.
