@@ -11,6 +11,22 @@ final class OfflineLiveMountTests: XCTestCase {
         sb.ok("getfattr --only-values -n user.photovault.class \(Sandbox.quote(path))")
     }
 
+    /// Runs each writer that goes through a live mount (`import` of a tree into /new, `import -`,
+    /// `class set`) as alice: each must exit with `status` and print `line` alone; `after`
+    /// checks what it left, given its arguments.
+    static func assertRoutedWritersRefused(_ sb: Sandbox, src: String, status: Int32, line: String,
+                                           after: ([String]) -> Void = { _ in },
+                                           file: StaticString = #filePath, lineNo: UInt = #line) {
+        for (args, stdin) in [(["import", src, "/new/deeper"], nil), (["import", "-", "/new/s.txt"], "streamed\n"),
+                              (["class", "set", "/c/src/notes.txt", "none"], nil)] {
+            let r = sb.pv(args + ["--store", sb.store, "--user", "alice", "--passfile", sb.passfile], stdin: stdin)
+            XCTAssertEqual(r.status, status, "\(args): \(r.stderr)", file: file, line: lineNo)
+            XCTAssertEqual(r.stderr, line, "\(args)", file: file, line: lineNo)
+            XCTAssertEqual(r.stdout, "", "\(args)", file: file, line: lineNo)
+            after(args)
+        }
+    }
+
     func testStdinImportGoesThroughTheLiveMount() {
         let sb = Sandbox("pv-live-stdin")
         sb.initStore()
@@ -399,13 +415,7 @@ final class OfflineLiveMountTests: XCTestCase {
         XCTAssertEqual(MountProbe.state(sb, mp), "locked")
         let line = "photovault: the vault of alice is mounted at \(mp) and locked: run 'photovault unlock \(mp)' "
             + "and then this command again (it goes through the mount; nothing was changed)\n"
-        for (args, stdin) in [(["import", src, "/new/deeper"], nil), (["import", "-", "/new/s.txt"], "streamed\n"),
-                              (["class", "set", "/c/src/notes.txt", "none"], nil)] {
-            let r = sb.pv(args + ["--store", sb.store, "--user", "alice", "--passfile", sb.passfile], stdin: stdin)
-            XCTAssertEqual(r.status, 23, "\(args): \(r.stderr)")
-            XCTAssertEqual(r.stderr, line, "\(args)")
-            XCTAssertEqual(r.stdout, "", "\(args)")
-        }
+        Self.assertRoutedWritersRefused(sb, src: src, status: 23, line: line)
         XCTAssertEqual(sb.pv(["unlock", mp, "--user", "alice", "--passfile", sb.passfile]).status, 0)
         XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))"), "c\n", "a refused import made something")
         XCTAssertEqual(Self.classOnMount(sb, mp + "/c/src/notes.txt"), "complete")
@@ -416,6 +426,37 @@ final class OfflineLiveMountTests: XCTestCase {
         XCTAssertEqual(Self.classOnMount(sb, mp + "/c/src/notes.txt"), "none")
         sb.unmount(mp)
         XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
+    }
+
+    /// After a lock, a daemon whose files are still open detaches its mount and waits for
+    /// them, still registered: its mountpoint is an ordinary directory again. What would go
+    /// through the mount waits for it a little, then is refused (exit 16, as `mount` is)
+    /// with nothing written; once the daemon is gone, the command works offline. The import
+    /// used to say "imported through the live mount" and leave the photos in plaintext in
+    /// the bare mountpoint directory, outside the vault.
+    func testWritesWhileTheMountIsClosingAfterALockNeverLandOutsideTheVault() {
+        let (sb, src) = T.importedTree("pv-live-closing", at: "/c")
+        let mp = sb.mount()
+        let holder = sb.ok("setsid sleep 60 3<\(Sandbox.quote(mp + "/c/src/notes.txt")) >/dev/null 2>&1 </dev/null & echo $!")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(sb.pv(["lock", mp]).status, 0)
+        XCTAssertTrue(Harness.waitUntil(5) { !Harness.isMounted(mp) }, "the lock did not detach the mount")
+        XCTAssertEqual(MountProbe.state(sb, mp), "closing")
+        let pid = MountProbe.daemonPID(sb, mp) ?? 0
+        let line = "photovault: the vault at \(mp) is still closing after a lock (photovault process \(pid) waits for the "
+            + "files open there to be closed): try again once 'photovault status' no longer lists it\n"
+        Self.assertRoutedWritersRefused(sb, src: src, status: 16, line: line) { args in
+            XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))"), "", "\(args) wrote into the bare mountpoint")
+        }
+        sb.ok("kill \(holder)")
+        XCTAssertTrue(Harness.waitUntil(10) { sb.pv(["status"]).stdout == "no vault mounted\n" }, "the daemon did not go")
+        let offline = T.pv(sb, ["import", src, "/later"])
+        XCTAssertEqual(offline.status, 0, offline.stderr)
+        XCTAssertTrue(offline.stderr.hasPrefix("imported "), offline.stderr)
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))"), "")
+        XCTAssertEqual(T.pv(sb, ["class", "get", "/c/src/notes.txt"]).stdout, "complete\n")
+        XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
+        sb.assertNoPlaintext(["private notes"])
     }
 
     /// `class set/get/list` on a path under a mount made from another session (another

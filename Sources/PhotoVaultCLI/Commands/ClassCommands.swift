@@ -17,7 +17,7 @@ enum ClassCommands {
             try MountRoute.setClass(Array(path.utf8CString), cls, display: path)
         } else {
             let vault = try OfflineAccess.open(args)
-            if let mp = vault.mount {
+            if let mp = try vault.writableMount() {
                 // A vault path while that vault is mounted: through the mount, the only writer.
                 let vp = try VaultPath(path)
                 try MountRoute.requireUnlocked(mp, user: vault.user)

@@ -14,7 +14,24 @@ enum OfflineAccess {
         let store: String
         let treeTag: String
         /// A live mount of the same account by this OS user (from its runtime registry).
-        let mount: String?
+        let mountEntry: RuntimeRegistry.Entry?
+        var mount: String? { mountEntry?.mountpoint }
+
+        /// The mount writes must go through, if any, once it can take them. A daemon going away
+        /// after a lock (waiting for files still open on its detached mount) is still
+        /// registered, but its mountpoint is an ordinary directory again: an import "through the
+        /// live mount" wrote its photos there in plaintext, outside the vault. Such a daemon is
+        /// waited for a little, as `mount` waits for it (`vaultClosing` if it stays); once it is
+        /// gone the command works offline (nil).
+        func writableMount() throws -> String? {
+            guard let e = mountEntry else { return nil }
+            if MountInfoEntry.at(e.mountpoint)?.fsType == MountInfoEntry.photoVaultType { return e.mountpoint }
+            try MountFlow.waitForClosingDaemon(e)
+            if RuntimeRegistry.isRunning(e.pid, startTime: e.startTime) {
+                throw CLIError.vaultClosing(mountpoint: e.mountpoint, pid: e.pid)
+            }
+            return nil
+        }
 
         /// Where this vault is mounted: by this session (`mount`), else by any daemon holding
         /// its tree (another session's, found by its lock as `writing` finds it); nil when not
@@ -52,9 +69,9 @@ enum OfflineAccess {
         let opened = try accounts.open(user: user, password: password)
         defer { opened.masterKey.wipe() }
         let tag = RuntimeRegistry.treeTag(opened.treeID)
-        let mount = liveMounts(store: args.storePath).first { $0.treeTag == tag }?.mountpoint
+        let mount = liveMounts(store: args.storePath).first { $0.treeTag == tag }
         return Vault(tree: UserTree(root: opened.treePath, keyring: try opened.keyring(), layout: config.layout),
-                     user: user, store: args.storePath, treeTag: tag, mount: mount)
+                     user: user, store: args.storePath, treeTag: tag, mountEntry: mount)
     }
 
     /// The mountpoint of a live mount of this store by this OS user, if exactly one exists.
@@ -69,13 +86,14 @@ enum OfflineAccess {
 
     /// The vault path (`/2024/a.jpg`) of a path on a live mount, symlinks resolved; nil for a
     /// path on no live mount. Any PhotoVault mount the kernel lists counts, not only those of
-    /// this runtime registry: one made from another session (cron, sudo, another
+    /// this runtime registry (which it used): one made from another session (cron, sudo, another
     /// XDG_RUNTIME_DIR) was taken for a vault path ("not found: /tmp"), and the offline
     /// writers' advice for such a mount, "run this command on the mount", then looped.
     static func vaultPath(onLiveMount path: String) -> String? {
         let c = RuntimeRegistry.canonical(path)
-        let mountpoints = RuntimeRegistry().entries().map(\.mountpoint)
-            + MountInfoEntry.all().filter { $0.fsType == MountInfoEntry.photoVaultType }.map(\.mountpoint)
+        // Not from a registry: a daemon going away after a lock stays registered while its
+        // mountpoint is an ordinary directory again.
+        let mountpoints = MountInfoEntry.all().filter { $0.fsType == MountInfoEntry.photoVaultType }.map(\.mountpoint)
         // The innermost one, should a vault be mounted inside another.
         guard let mp = mountpoints.filter({ c == $0 || c.hasPrefix($0 + "/") }).max(by: { $0.count < $1.count }) else {
             return nil

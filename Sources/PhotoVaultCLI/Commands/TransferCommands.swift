@@ -18,7 +18,7 @@ enum TransferCommands {
         let vault = try OfflineAccess.open(args)
         let start = Date()
         let progress = Progress(verb: "imported")
-        if let mp = vault.mount {
+        if let mp = try vault.writableMount() {
             let vp = try VaultPath(dest)
             try MountRoute.requireUnlocked(mp, user: vault.user)
             var skipped = 0
