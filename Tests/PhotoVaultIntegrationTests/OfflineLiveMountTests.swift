@@ -436,15 +436,7 @@ final class OfflineLiveMountTests: XCTestCase {
     /// the bare mountpoint directory, outside the vault.
     func testWritesWhileTheMountIsClosingAfterALockNeverLandOutsideTheVault() {
         let (sb, src) = T.importedTree("pv-live-closing", at: "/c")
-        let mp = sb.mount()
-        let holder = sb.ok("setsid sleep 60 3<\(Sandbox.quote(mp + "/c/src/notes.txt")) >/dev/null 2>&1 </dev/null & echo $!")
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        XCTAssertEqual(sb.pv(["lock", mp]).status, 0)
-        XCTAssertTrue(Harness.waitUntil(5) { !Harness.isMounted(mp) }, "the lock did not detach the mount")
-        XCTAssertEqual(MountProbe.state(sb, mp), "closing")
-        let pid = MountProbe.daemonPID(sb, mp) ?? 0
-        let line = "photovault: the vault at \(mp) is still closing after a lock (photovault process \(pid) waits for the "
-            + "files open there to be closed): try again once 'photovault status' no longer lists it\n"
+        let (mp, holder, line) = Self.mountClosingAfterALock(sb)
         Self.assertRoutedWritersRefused(sb, src: src, status: 16, line: line) { args in
             XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))"), "", "\(args) wrote into the bare mountpoint")
         }
@@ -457,6 +449,41 @@ final class OfflineLiveMountTests: XCTestCase {
         XCTAssertEqual(T.pv(sb, ["class", "get", "/c/src/notes.txt"]).stdout, "complete\n")
         XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
         sb.assertNoPlaintext(["private notes"])
+    }
+
+    /// Mounts alice's vault, keeps a file open there, locks it: the daemon detaches its mount
+    /// and stays, "closing". Returns the mountpoint, the pid of the process holding the file
+    /// (kill it to let the daemon go) and the line a command refused meanwhile prints.
+    static func mountClosingAfterALock(_ sb: Sandbox, file: StaticString = #filePath, line: UInt = #line)
+        -> (String, String, String) {
+        let mp = sb.mount()
+        let holder = sb.ok("setsid sleep 60 3<\(Sandbox.quote(mp + "/c/src/notes.txt")) >/dev/null 2>&1 </dev/null & echo $!")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(sb.pv(["lock", mp]).status, 0, file: file, line: line)
+        XCTAssertTrue(Harness.waitUntil(5) { !Harness.isMounted(mp) }, "the lock did not detach the mount", file: file, line: line)
+        XCTAssertEqual(MountProbe.state(sb, mp), "closing", file: file, line: line)
+        let pid = MountProbe.daemonPID(sb, mp) ?? 0
+        return (mp, holder, "photovault: the vault at \(mp) is still closing after a lock (photovault process \(pid) waits "
+                + "for the files open there to be closed): try again once 'photovault status' no longer lists it\n")
+    }
+
+    /// `user remove` and `fsck --repair` meet such a daemon's locks too: they said "the vault
+    /// of alice is mounted at MP: unmount it before ...", which `unmount` then contradicted
+    /// ("no vault is mounted at MP", exit 18). They say it is closing, as `mount` does (16).
+    func testRemoveAndRepairWhileTheMountIsClosingSaySo() {
+        let (sb, _) = T.importedTree("pv-live-closing-remove", at: "/c")
+        let (mp, holder, line) = Self.mountClosingAfterALock(sb)
+        let common = ["--store", sb.store, "--passfile", sb.passfile]
+        for args in [["user", "remove", "alice"], ["user", "remove", "alice", "--delete-photos"], ["fsck", "--repair", "--user", "alice"]] {
+            let r = sb.pv(args + common)
+            XCTAssertEqual(r.status, 16, "\(args): \(r.stderr)")
+            XCTAssertEqual(r.stderr, line, "\(args)")
+        }
+        XCTAssertEqual(sb.pv(["user", "check", "alice", "--store", sb.store]).status, 0)
+        sb.ok("kill \(holder)")
+        XCTAssertTrue(Harness.waitUntil(10) { sb.pv(["status"]).stdout == "no vault mounted\n" }, "the daemon did not go")
+        XCTAssertEqual(T.pv(sb, ["fsck", "--repair"]).status, 0)
+        _ = mp
     }
 
     /// `class set/get/list` on a path under a mount made from another session (another

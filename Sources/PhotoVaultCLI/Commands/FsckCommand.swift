@@ -9,7 +9,10 @@ enum FsckCommand {
         let vault = try OfflineAccess.open(args)
         // A mount of this vault, seen in the registry or through the lock it holds, is
         // refused the same way: exit 11 (store busy) and one line (docs/OFFLINE.md).
-        if repair, let mp = vault.mount { throw CLIError.repairWhileMounted(user: vault.user, mountpoint: mp, pid: nil) }
+        if repair, let e = vault.mountEntry {
+            throw TreeLockHolder.closing(.init(pid: e.pid, mountpoint: e.mountpoint))
+                ?? CLIError.repairWhileMounted(user: vault.user, mountpoint: e.mountpoint, pid: nil)
+        }
         let check = { try Fsck(tree: vault.tree).run(repair: repair, progress: { _ in }) }
         let summary: FsckSummary
         if repair {

@@ -49,7 +49,7 @@ enum OfflineAccess {
                 guard let holder = TreeLockHolder.mount(treeRoot: tree.root, store: store, treeTag: treeTag) else {
                     throw StoreError.storeBusy
                 }
-                throw CLIError.vaultMounted(user: user, mountpoint: holder.mountpoint, pid: holder.pid)
+                throw TreeLockHolder.closing(holder) ?? CLIError.vaultMounted(user: user, mountpoint: holder.mountpoint, pid: holder.pid)
             }
         }
     }

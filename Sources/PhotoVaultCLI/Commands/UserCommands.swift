@@ -115,7 +115,8 @@ enum UserCommands {
         // A mount of the vault holds its tree: say so, not 'locked by another command; try again'.
         try accounts.remove(user: user, password: password, deletePhotos: deletePhotos) { root, treeID in
             TreeLockHolder.mount(treeRoot: root, store: args.storePath, treeTag: RuntimeRegistry.treeTag(treeID))
-                .map { CLIError.removeWhileMounted(user: user, mountpoint: $0.mountpoint, pid: $0.pid, deletePhotos: deletePhotos) }
+                .map { TreeLockHolder.closing($0)
+                    ?? CLIError.removeWhileMounted(user: user, mountpoint: $0.mountpoint, pid: $0.pid, deletePhotos: deletePhotos) }
         }
         print(deletePhotos ? "Removed the account '\(user)' and its photos."
                            : "Removed the account '\(user)'. Its encrypted photos stay in the store, unreadable without the account.")

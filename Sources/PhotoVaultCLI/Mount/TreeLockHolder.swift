@@ -39,6 +39,15 @@ enum TreeLockHolder {
         return nil
     }
 
+    /// The answer for a mount holding the tree whose mountpoint no longer shows it: its daemon
+    /// is going away after a lock, waiting for files still open on its detached mount. "The
+    /// vault is mounted at MP: unmount it" was contradicted by 'unmount' ("no vault is
+    /// mounted"). nil while the mount is there (or its mountpoint is not known).
+    static func closing(_ holder: Mount) -> CLIError? {
+        guard let mp = holder.mountpoint, MountInfoEntry.at(mp)?.fsType != MountInfoEntry.photoVaultType else { return nil }
+        return .vaultClosing(mountpoint: mp, pid: holder.pid)
+    }
+
     /// Why a mount was refused by the mount lock of another daemon of the same tree.
     static func alreadyMounted(treeRoot: String, store: String, treeTag: String) -> CLIError {
         let holder = mount(treeRoot: treeRoot, store: store, treeTag: treeTag)
