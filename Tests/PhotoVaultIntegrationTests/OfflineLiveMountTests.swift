@@ -452,19 +452,38 @@ final class OfflineLiveMountTests: XCTestCase {
     }
 
     /// Mounts alice's vault, keeps a file open there, locks it: the daemon detaches its mount
-    /// and stays, "closing". Returns the mountpoint, the pid of the process holding the file
-    /// (kill it to let the daemon go) and the line a command refused meanwhile prints.
-    static func mountClosingAfterALock(_ sb: Sandbox, file: StaticString = #filePath, line: UInt = #line)
+    /// and stays, "closing". With `grace`, the file is a `complete-unless-open` one open for
+    /// writing, so the mount stays attached in its lock grace instead. Returns the mountpoint,
+    /// the pid of the process holding the file (kill it to let the daemon go) and the line a
+    /// command refused meanwhile prints.
+    static func mountClosingAfterALock(_ sb: Sandbox, grace: Bool = false, file: StaticString = #filePath, line: UInt = #line)
         -> (String, String, String) {
-        let mp = sb.mount()
-        let holder = sb.ok("setsid sleep 60 3<\(Sandbox.quote(mp + "/c/src/notes.txt")) >/dev/null 2>&1 </dev/null & echo $!")
+        if grace { XCTAssertEqual(T.pv(sb, ["class", "set", "/c/src", "complete-unless-open"]).status, 0, file: file, line: line) }
+        let mp = sb.mount(extra: grace ? ["--lock-grace", "60s"] : [])
+        let open = grace ? "3>>\(Sandbox.quote(mp + "/c/src/being-written.txt"))" : "3<\(Sandbox.quote(mp + "/c/src/notes.txt"))"
+        let holder = sb.ok("setsid sleep 60 \(open) >/dev/null 2>&1 </dev/null & echo $!")
             .trimmingCharacters(in: .whitespacesAndNewlines)
         XCTAssertEqual(sb.pv(["lock", mp]).status, 0, file: file, line: line)
-        XCTAssertTrue(Harness.waitUntil(5) { !Harness.isMounted(mp) }, "the lock did not detach the mount", file: file, line: line)
-        XCTAssertEqual(MountProbe.state(sb, mp), "closing", file: file, line: line)
+        if !grace {
+            XCTAssertTrue(Harness.waitUntil(5) { !Harness.isMounted(mp) }, "the lock did not detach the mount", file: file, line: line)
+        }
+        XCTAssertEqual(MountProbe.state(sb, mp), grace ? "grace" : "closing", file: file, line: line)
         let pid = MountProbe.daemonPID(sb, mp) ?? 0
         return (mp, holder, "photovault: the vault at \(mp) is still closing after a lock (photovault process \(pid) waits "
                 + "for the files open there to be closed): try again once 'photovault status' no longer lists it\n")
+    }
+
+    /// The same during a lock grace (files open for writing may finish, no new open succeeds,
+    /// then the mount goes): the import failed halfway with cp's "Permission denied" (exit 1),
+    /// leaving the directories it had made in the vault.
+    func testWritesDuringALockGraceAreRefusedBeforeAnythingIsMade() {
+        let (sb, src) = T.importedTree("pv-live-grace", at: "/c")
+        let (mp, holder, line) = Self.mountClosingAfterALock(sb, grace: true)
+        Self.assertRoutedWritersRefused(sb, src: src, status: 16, line: line)
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))"), "c\n", "a refused import made something")
+        sb.ok("kill \(holder)")
+        XCTAssertTrue(Harness.waitUntil(10) { sb.pv(["status"]).stdout == "no vault mounted\n" }, "the daemon did not go")
+        XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
     }
 
     /// `user remove` and `fsck --repair` meet such a daemon's locks too: they said "the vault

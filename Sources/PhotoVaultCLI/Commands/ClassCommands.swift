@@ -20,7 +20,6 @@ enum ClassCommands {
             if let mp = try vault.writableMount() {
                 // A vault path while that vault is mounted: through the mount, the only writer.
                 let vp = try VaultPath(path)
-                try MountRoute.requireUnlocked(mp, user: vault.user)
                 try MountRoute.setClass(Array(MountRoute.path(mp, vp).utf8CString), cls, display: vp.description)
             } else {
                 try vault.writing { try ClassTool(tree: vault.tree).set(path, to: cls) }

@@ -24,8 +24,9 @@ enum MountRoute {
     /// refuses new `complete` files and class changes of `complete` ones: an import failed
     /// halfway with cp's "Permission denied" (exit 1), leaving the directories it had made,
     /// though the password given opens the vault. Refused before anything is made (exit 23).
-    static func requireUnlocked(_ mp: String, user: String) throws {
-        guard MountFlow.lockState(mp) == LockController.State.locked.rawValue else { return }
+    /// `state`: the daemon's (`MountFlow.lockState`).
+    static func requireUnlocked(_ mp: String, user: String, state: String?) throws {
+        guard state == LockController.State.locked.rawValue else { return }
         throw CLIError.vaultLockedAtMount(user: user, mountpoint: mp)
     }
 

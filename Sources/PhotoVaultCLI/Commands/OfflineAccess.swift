@@ -23,9 +23,17 @@ enum OfflineAccess {
         /// live mount" wrote its photos there in plaintext, outside the vault. Such a daemon is
         /// waited for a little, as `mount` waits for it (`vaultClosing` if it stays); once it is
         /// gone the command works offline (nil).
+        /// A mount in its lock grace (files open for writing may finish, no new open succeeds,
+        /// then it unmounts) is waited for the same way. A mount locked with `--on-lock stay`
+        /// is refused (`MountRoute.requireUnlocked`).
         func writableMount() throws -> String? {
             guard let e = mountEntry else { return nil }
-            if MountInfoEntry.at(e.mountpoint)?.fsType == MountInfoEntry.photoVaultType { return e.mountpoint }
+            let state = MountFlow.lockState(e.mountpoint)
+            if MountInfoEntry.at(e.mountpoint)?.fsType == MountInfoEntry.photoVaultType,
+               state != LockController.State.grace.rawValue, state != LockController.State.closing.rawValue {
+                try MountRoute.requireUnlocked(e.mountpoint, user: user, state: state)
+                return e.mountpoint
+            }
             try MountFlow.waitForClosingDaemon(e)
             if RuntimeRegistry.isRunning(e.pid, startTime: e.startTime) {
                 throw CLIError.vaultClosing(mountpoint: e.mountpoint, pid: e.pid)

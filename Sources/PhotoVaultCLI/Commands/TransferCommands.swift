@@ -20,7 +20,6 @@ enum TransferCommands {
         let progress = Progress(verb: "imported")
         if let mp = try vault.writableMount() {
             let vp = try VaultPath(dest)
-            try MountRoute.requireUnlocked(mp, user: vault.user)
             var skipped = 0
             if all == ["-"] {
                 _ = try MountRoute.stream(STDIN_FILENO, to: mp, dest: vp, class: cls, force: args.flag("force"))
