@@ -8,7 +8,8 @@ enum FsckCommand {
         let repair = args.flag("repair")
         let vault = try OfflineAccess.open(args)
         // A mount of this vault, seen in the registry or through the lock it holds, is
-        // refused the same way: exit 11 (store busy) and one line (docs/OFFLINE.md).
+        // refused the same way: exit 11 (store busy) and one line (docs/OFFLINE.md); exit 16
+        // while it is closing after a lock.
         if repair, let e = vault.mountEntry {
             throw TreeLockHolder.closing(.init(pid: e.pid, mountpoint: e.mountpoint))
                 ?? CLIError.repairWhileMounted(user: vault.user, mountpoint: e.mountpoint, pid: nil)

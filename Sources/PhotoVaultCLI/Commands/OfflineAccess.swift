@@ -22,8 +22,7 @@ enum OfflineAccess {
         /// registered, but its mountpoint is an ordinary directory again: an import "through the
         /// live mount" wrote its photos there in plaintext, outside the vault. Such a daemon is
         /// waited for a little, as `mount` waits for it (`vaultClosing` if it stays); once it is
-        /// gone the command works offline (nil).
-        /// A mount in its lock grace (files open for writing may finish, no new open succeeds,
+        /// gone the command works offline (nil). A mount in its lock grace (files open for writing may finish, no new open succeeds,
         /// then it unmounts) is waited for the same way. A mount locked with `--on-lock stay`
         /// is refused (`MountRoute.requireUnlocked`).
         func writableMount() throws -> String? {
