@@ -488,7 +488,8 @@ final class OfflineLiveMountTests: XCTestCase {
 
     /// `user remove` and `fsck --repair` meet such a daemon's locks too: they said "the vault
     /// of alice is mounted at MP: unmount it before ...", which `unmount` then contradicted
-    /// ("no vault is mounted at MP", exit 18). They say it is closing, as `mount` does (16).
+    /// ("no vault is mounted at MP", exit 18). They say it is closing, as `mount` does (16),
+    /// and so does a `mount` from another session now.
     func testRemoveAndRepairWhileTheMountIsClosingSaySo() {
         let (sb, _) = T.importedTree("pv-live-closing-remove", at: "/c")
         let (mp, holder, line) = Self.mountClosingAfterALock(sb)
@@ -499,6 +500,16 @@ final class OfflineLiveMountTests: XCTestCase {
             XCTAssertEqual(r.stderr, line, "\(args)")
         }
         XCTAssertEqual(sb.pv(["user", "check", "alice", "--store", sb.store]).status, 0)
+        // A mount from another session (which sees no registry entry, only the daemon's
+        // lock) said "this vault is already mounted at MP: unmount it there first".
+        var other = sb.env
+        other["XDG_RUNTIME_DIR"] = sb.root + "/other-session"
+        XCTAssertEqual(mkdir(sb.root + "/other-session", 0o700), 0)
+        let mp2 = sb.plainDir("mnt-elsewhere")
+        let again = Harness.pv(["mount", mp2] + common + ["--user", "alice", "--no-dbus"], env: other)
+        XCTAssertEqual(again.status, 16, again.stderr)
+        XCTAssertEqual(again.stderr, line)
+        XCTAssertFalse(Harness.isMounted(mp2))
         sb.ok("kill \(holder)")
         XCTAssertTrue(Harness.waitUntil(10) { sb.pv(["status"]).stdout == "no vault mounted\n" }, "the daemon did not go")
         XCTAssertEqual(T.pv(sb, ["fsck", "--repair"]).status, 0)

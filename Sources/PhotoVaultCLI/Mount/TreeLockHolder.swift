@@ -51,7 +51,7 @@ enum TreeLockHolder {
     /// Why a mount was refused by the mount lock of another daemon of the same tree.
     static func alreadyMounted(treeRoot: String, store: String, treeTag: String) -> CLIError {
         let holder = mount(treeRoot: treeRoot, store: store, treeTag: treeTag)
-        return .vaultAlreadyMounted(mountpoint: holder?.mountpoint, pid: holder?.pid)
+        return holder.flatMap(closing) ?? .vaultAlreadyMounted(mountpoint: holder?.mountpoint, pid: holder?.pid)
     }
 
     /// Pids holding a shared flock on an inode, from /proc/locks
