@@ -244,8 +244,8 @@ final class AccountCommandTests: XCTestCase {
         s.unmount(mp)
     }
 
-    /// `user add` whose recovery key cannot be written (stdout on a full device, or a pipe
-    /// nobody reads) fails with one line and leaves no account: the key is shown only once.
+    /// `user add` whose recovery key cannot be written (stdout on a full device, a pipe
+    /// nobody reads, or closed) fails with one line and leaves no account: the key is shown only once.
     /// The account used to stay with a key nobody saw: exit 19 'no space left on the device
     /// holding the store' (wrong device, too), or killed by SIGPIPE (141) without a word.
     func testAnAccountWhoseRecoveryKeyCouldNotBeShownIsNotCreated() throws {
@@ -265,6 +265,10 @@ final class AccountCommandTests: XCTestCase {
         """] + add, env: s.env, timeout: 60)
         XCTAssertEqual(closed.stdout, "1\nphotovault: the recovery key could not be shown (writing to standard output: Broken "
                        + "pipe), so the account was not created: run the command again with its output on a terminal or in a file\n")
+        // A closed stdout (the key used to go into the /dev/null put there, exit 0).
+        let shut = Harness.run(["bash", "-c", "exec \"$@\" >&-", "bash"] + add, env: s.env, timeout: 60)
+        assertFailure(shut, 1, "photovault: the recovery key could not be shown (writing to standard output: Bad file "
+                      + "descriptor), so the account was not created")
         assertFailure(s.pv(["user", "check", "bob", "--store", s.store]), 4, "no such account")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: s.store + "/users"), [])
         // With somewhere to show the key, the same add works.

@@ -250,6 +250,22 @@ final class OfflineCommandTests: XCTestCase {
         sb.assertNoPlaintext(["streams", "in.bin", "other"])
     }
 
+    /// A closed stdout or stdin is an error, as it is for cat: `export - >&-` used to "export"
+    /// the photo into /dev/null (put on the closed descriptor so that no other file lands
+    /// there) and `import - <&-` stored an empty file, both with exit 0.
+    func testStreamingToAClosedStdoutOrFromAClosedStdinFails() {
+        let sb = Sandbox("pv-offline-closed")
+        sb.initStore()
+        let input = sb.root + "/in.bin"
+        sb.ok("head -c 70000 /dev/urandom > \(Sandbox.quote(input))")
+        XCTAssertEqual(sb.run(Self.pvLine(sb, ["import", "-", "/in.bin"]) + " < \(Sandbox.quote(input))").status, 0)
+        let exp = sb.run(Self.pvLine(sb, ["export", "/in.bin", "-"]) + " >&-")
+        assertFailure(exp, 1, "photovault: write standard output: Bad file descriptor")
+        let imp = sb.run(Self.pvLine(sb, ["import", "-", "/closed.bin"]) + " <&-")
+        assertFailure(imp, 1, "photovault: cannot import standard input: read: Bad file descriptor")
+        XCTAssertEqual(Self.pv(sb, ["export", "/closed.bin", "-"]).status, 24, "an empty /closed.bin was stored")
+    }
+
     func testFsckIsCleanThenNamesTheDamagedFile() throws {
         let (sb, _) = Self.importedTree("pv-offline-fsck", at: "/f")
 

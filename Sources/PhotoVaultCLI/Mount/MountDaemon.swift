@@ -501,10 +501,15 @@ public enum ProcessSetup {
     /// would have the next descriptors opened land there: the mount's pipes to its daemon
     /// (which then mixed them up: SIGPIPE, exit 141, nothing mounted), a store file or
     /// /dev/fuse, which a message meant for stderr would then be written into. They are
-    /// opened on /dev/null first, as daemons do.
+    /// opened on /dev/null first, as daemons do, but the wrong way round (stdin write-only,
+    /// stdout and stderr read-only): every read or write there still fails with EBADF, as on
+    /// the closed descriptor. Opened the right way, /dev/null swallowed what was meant for the
+    /// caller: `user add >&-` kept an account whose recovery key went nowhere, `export -
+    /// >&-` exported a photo into nothing, and `import - <&-` stored an empty file, each with
+    /// exit code 0.
     public static func openStandardDescriptors() {
         for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) < 0 {
-            let n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+            let n = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY)
             if n >= 0 && n != fd { dup2(n, fd); close(n) }
         }
     }

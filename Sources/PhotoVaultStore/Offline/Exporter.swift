@@ -327,7 +327,10 @@ public final class Exporter {
             let content = try openContent(entry)
             defer { content.close() }
             let out = exporter.stdoutFD
-            let bytes = try copy(content, display: entry.path.description) { try OfflineSys.writeStream(out, $0, $1) }
+            let bytes = try copy(content, display: entry.path.description) { buf, count in
+                do { try OfflineSys.writeStream(out, buf, count) }
+                catch StoreError.io(let e, _) { throw StoreError.io(errno: e, context: "write standard output") }
+            }
             summary.files += 1
             summary.bytes += bytes
             progress(.file("-", bytes: bytes))
