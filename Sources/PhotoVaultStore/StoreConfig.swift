@@ -55,13 +55,20 @@ public struct StoreConfig: Equatable, Sendable {
     }
 
     /// Parses and validates. Unknown version, truncation and weakened KDF parameters are
-    /// distinct errors; nothing is ever rewritten here.
+    /// distinct errors; nothing is ever rewritten here. The version is judged before any
+    /// other field (`VersionEnvelope`): a newer version may have changed their types, and
+    /// its config used to be called corrupt (exit 9) rather than of an unknown version (10).
     public static func decode(_ bytes: [UInt8]) throws -> StoreConfig {
-        guard let w = try? JSONDecoder().decode(Wire.self, from: Data(bytes)) else {
+        let data = Data(bytes)
+        guard let env = try? JSONDecoder().decode(VersionEnvelope.self, from: data) else {
             throw StoreError.corruptStore("\(fileName) is truncated or not valid JSON")
         }
-        guard w.format == formatName else { throw StoreError.corruptStore("\(fileName) is not a PhotoVault store config") }
-        guard w.version == currentVersion else { throw StoreError.unknownVersion(found: w.version, supported: currentVersion) }
+        guard env.format == formatName else { throw StoreError.corruptStore("\(fileName) is not a PhotoVault store config") }
+        guard let version = env.version else { throw StoreError.corruptStore("\(fileName) has no version") }
+        guard version == currentVersion else { throw StoreError.unknownVersion(found: version, supported: currentVersion) }
+        guard let w = try? JSONDecoder().decode(Wire.self, from: data) else {
+            throw StoreError.corruptStore("\(fileName) is missing fields or has mistyped values")
+        }
         guard let idText = w.storeID, let id = Base64URL.decode(idText), id.count == 16,
               let cipherName = w.cipher, let cipher = ContentCipher(name: cipherName),
               let chunk = w.chunkSize, isValidChunkSize(chunk),
@@ -85,6 +92,14 @@ public struct StoreConfig: Equatable, Sendable {
         c.accountNameKDF = nameKDF
         return c
     }
+}
+
+/// The two fields every versioned JSON file of the store (config, account record) is judged
+/// by first, so that a version this build does not know is said as such (exit 10) whatever
+/// shape its other fields have.
+struct VersionEnvelope: Decodable {
+    var format: String?
+    var version: Int?
 }
 
 /// Where things live inside a store directory (FORMAT.md, "Store layout").

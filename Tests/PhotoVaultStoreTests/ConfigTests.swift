@@ -104,6 +104,20 @@ final class ConfigTests: XCTestCase {
         }
     }
 
+    /// A newer version may have changed the other fields' types: its config is still of an
+    /// unknown version (exit 10), as an account record is. It used to be "truncated or not
+    /// valid JSON" (exit 9) once any field no longer decoded as version 1's.
+    func testUnknownVersionWithFieldsOfAnotherShape() throws {
+        let (layout, _) = try newStore()
+        let reshaped: [(String, Any)] = [("kdfFloor", "argon2id:3:256M"), ("chunkSize", "4k"), ("storeID", ["id": 7])]
+        for (field, value) in reshaped {
+            let content = try edited(layout) { $0["version"] = 2; $0[field] = value }
+            expectLoadFails(layout, content: content, { $0 == .unknownVersion(found: 2, supported: 1) }, "version 2, \(field)")
+        }
+        let missing = try edited(layout) { $0["version"] = nil }
+        expectLoadFails(layout, content: missing, { $0 == .corruptStore("\(StoreConfig.fileName) has no version") }, "no version")
+    }
+
     func testTruncatedConfig() throws {
         let (layout, config) = try newStore()
         let full = config.encoded()

@@ -100,11 +100,6 @@ public struct AccountRecord: Equatable, Sendable {
 
     // MARK: encoding
 
-    private struct Envelope: Decodable {
-        var format: String?
-        var version: Int?
-    }
-
     private struct Wire: Codable {
         var format: String
         var version: Int
@@ -132,7 +127,7 @@ public struct AccountRecord: Equatable, Sendable {
     /// (`checkCost`) because recovery does not run Argon2id.
     public static func decode(_ bytes: [UInt8]) throws -> AccountRecord {
         let data = Data(bytes)
-        guard let env = try? JSONDecoder().decode(Envelope.self, from: data) else {
+        guard let env = try? JSONDecoder().decode(VersionEnvelope.self, from: data) else {
             throw StoreError.corruptRecord("not valid JSON (truncated?)")
         }
         guard env.format == formatName else { throw StoreError.corruptRecord("not a PhotoVault account record") }
