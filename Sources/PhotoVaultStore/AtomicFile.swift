@@ -72,6 +72,20 @@ public enum AtomicFile {
         guard FileIO.fsync(fd) == 0 else { throw StoreError.posix("fsync the directory holding \(entry)") }
     }
 
+    /// mkdir -p with mode 0700 for the components that do not exist yet, each synced into its
+    /// parent (the device secret's directory, the store and the directories above it).
+    public static func makeDirectories(_ dir: String) throws {
+        if dir.isEmpty || dir == "/" || dir == "." { return }
+        var st = stat()
+        if stat(dir, &st) == 0 { return }
+        try makeDirectories(StorePath.dirname(dir))
+        guard mkdir(dir, 0o700) == 0 else {
+            if errno == EEXIST { return }
+            throw StoreError.posix("mkdir \(dir)")
+        }
+        try syncParent(of: dir)
+    }
+
     /// Same, for the directory that holds `path` (after `mkdir(path)`, for instance).
     public static func syncParent(of path: String) throws {
         let dir = StorePath.dirname(path)

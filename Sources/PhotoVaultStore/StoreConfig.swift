@@ -115,9 +115,15 @@ public struct StoreLayout: Sendable {
     public func userTree(_ treeID: [UInt8]) -> String { StorePath.join(usersDir, Base64Hex.hex(treeID)) }
 
     /// Creates an empty store: directories, then the config last (its presence marks a store).
+    /// The root and any missing directory above it are made with `AtomicFile.makeDirectories`,
+    /// each synced into its parent; `accounts/` and `users/` are synced with the config, by
+    /// the root's fsync after its link. (The root's own entry used to be synced nowhere, so a
+    /// power loss could take a whole store, accounts and photos, on a file system that makes
+    /// a directory's fsync durable only for that directory, as btrfs does.)
     public func initialise(config: StoreConfig) throws {
         if access(configPath, F_OK) == 0 { throw StoreError.storeExists(path: root) }
-        for d in [root, accountsDir, usersDir] {
+        try AtomicFile.makeDirectories(root)
+        for d in [accountsDir, usersDir] {
             if mkdir(d, 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(d)") }
         }
         // Created with link(2), never renamed over: of two inits at once (two `init`, or

@@ -18,6 +18,18 @@ final class AccountCommandTests: XCTestCase {
                        "a refused init must not rewrite the config")
     }
 
+    /// A store path through a file, or where nothing can be made, is one line naming the
+    /// directory: it was Foundation's 'Error Domain=NSCocoaErrorDomain Code=512 "(null)"
+    /// UserInfo={...}'.
+    func testInitWhereTheStoreCannotBeMadeSaysWhyInOneLine() throws {
+        let s = Sandbox("acct-init-nodir")
+        FileManager.default.createFile(atPath: s.root + "/file", contents: Data([1]))
+        assertFailure(s.pv(["init", "--store", s.root + "/file/sub/store"]), 1,
+                      "photovault: mkdir \(s.root)/file/sub: Not a directory")
+        assertFailure(s.pv(["init", "--store", "/proc/self/none/store"]), 1,
+                      "photovault: mkdir /proc/self/none: No such file or directory")
+    }
+
     func testUserAddRefusesExistingEmptyAndShortInput() throws {
         let s = Sandbox("acct-add")
         s.initStore(users: [])

@@ -91,6 +91,31 @@ final class ConfigTests: XCTestCase {
         }
     }
 
+    /// init makes the store's root and the missing directories above it (`~/.local/share/
+    /// photovault/store`) and syncs each into its parent before the config is linked: only
+    /// the root's contents were synced, so on btrfs a power loss could take the whole store.
+    func testInitSyncsTheStoreRootAndTheDirectoriesItMadeAboveIt() throws {
+        let base = Fixture.tempDir(self)
+        let layout = StoreLayout(root: base + "/data/photovault/store")
+        func path(_ fd: Int32) -> String {
+            var buf = [CChar](repeating: 0, count: 4096)
+            let n = readlink("/proc/self/fd/\(fd)", &buf, buf.count - 1)
+            return n > 0 ? String(cString: buf) : "?"
+        }
+        var synced: [String] = []
+        OfflineFixture.hookFsync(self) { synced.append(path($0)); return true }
+        try layout.initialise(config: StoreConfig())
+        let real = try XCTUnwrap(RealPath.of(base))
+        let rel = synced.map { $0.hasPrefix(real) ? "BASE" + $0.dropFirst(real.count) : $0 }
+        XCTAssertEqual(rel, ["BASE", "BASE/data", "BASE/data/photovault", "BASE/data/photovault/store"])
+        XCTAssertEqual(try layout.loadConfig().version, 1)
+        // A file in the way is one plain error, not Foundation's NSCocoaErrorDomain dump.
+        Fixture.writeFile(base + "/file", [1])
+        XCTAssertThrowsError(try StoreLayout(root: base + "/file/sub/store").initialise(config: StoreConfig())) {
+            XCTAssertEqual($0 as? StoreError, .io(errno: ENOTDIR, context: "mkdir \(base)/file/sub"))
+        }
+    }
+
     func testMissingStore() {
         let layout = StoreLayout(root: Fixture.tempDir(self) + "/nothing")
         XCTAssertThrowsError(try layout.loadConfig()) { XCTAssertEqual($0 as? StoreError, .storeNotInitialised(path: layout.root)) }

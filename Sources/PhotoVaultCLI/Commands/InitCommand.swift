@@ -22,8 +22,6 @@ enum InitCommand {
             }
             chunk = n
         }
-        try FileManager.default.createDirectory(atPath: StorePath.dirname(layout.root), withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
         try layout.initialise(config: StoreConfig(cipher: cipher, chunkSize: chunk))
         print("Created an empty PhotoVault store at \(layout.root) (\(cipher.name), \(chunk)-byte chunks).")
         print("Next: photovault user add [USER] --store \(layout.root)")

@@ -152,9 +152,6 @@ enum MountFlow {
         let password = try PasswordInput().password(args, confirm: true)
         defer { password.wipe() }
         try PasswordPolicy.check(password)
-        let parent = StorePath.dirname(layout.root)
-        try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
         try layout.initialise(config: StoreConfig())
         // The same Argon2id cost as 'user add' (PHOTOVAULT_KDF_PROFILE), which it used to ignore.
         let recovery: RecoveryKey

@@ -72,7 +72,7 @@ public enum DeviceSecret {
     public static func loadOrCreate(at path: String) throws -> SecureBytes {
         if let s = try load(at: path) { return s }
         let dir = StorePath.dirname(path)
-        try makeDirectories(dir)
+        try AtomicFile.makeDirectories(dir)
         let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dfd >= 0 else { throw StoreError.posix("open \(dir)") }
         defer { close(dfd) }
@@ -96,16 +96,6 @@ public enum DeviceSecret {
         }
         do { try AtomicFile.syncDirectory(dfd, name) } catch { secret.wipe(); throw error }
         return secret
-    }
-
-    /// mkdir -p with mode 0700 for the components that do not exist yet.
-    static func makeDirectories(_ dir: String) throws {
-        if dir.isEmpty || dir == "/" || dir == "." { return }
-        var st = stat()
-        if stat(dir, &st) == 0 { return }
-        try makeDirectories(StorePath.dirname(dir))
-        if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(dir)") }
-        try AtomicFile.syncParent(of: dir)
     }
 
     private static func env(_ name: String) -> String? {
