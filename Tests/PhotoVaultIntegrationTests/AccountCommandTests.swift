@@ -135,6 +135,24 @@ final class AccountCommandTests: XCTestCase {
         assertFailure(s.pv(["user", "check", "Alice", "--store", s.store]), 4, "no such account")
     }
 
+    /// An account whose record cannot be looked up (accounts/ unreadable: root without
+    /// CAP_DAC_OVERRIDE here) is that error, exit 1, not "no such account" (exit 4), which
+    /// `user check` used to answer and every password command to say.
+    func testAnAccountThatCannotBeLookedUpIsNotCalledMissing() {
+        let s = Sandbox("acct-eacces")
+        s.initStore()
+        let accounts = s.store + "/accounts"
+        XCTAssertEqual(chmod(accounts, 0), 0)
+        defer { chmod(accounts, 0o700) }
+        let noDAC = ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search",
+                     Harness.binary]
+        for args in [["user", "check", "alice"], ["user", "passwd", "alice", "--passfile", s.passfile, "--new-passfile", s.passfile],
+                     ["export", "--user", "alice", "--passfile", s.passfile, "/", s.root + "/out"]] {
+            let r = Harness.run(noDAC + args + ["--store", s.store], env: s.env, timeout: 60)
+            assertFailure(r, 1, "photovault: look up the account record in \(accounts): Permission denied", "\(args)")
+        }
+    }
+
     func testStoreNotInitialisedIsExit3ForEveryAccountCommand() {
         let s = Sandbox("acct-noinit")
         for args in [["user", "add", "alice", "--passfile", s.passfile], ["user", "list"], ["user", "check", "alice"],

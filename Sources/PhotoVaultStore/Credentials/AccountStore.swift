@@ -44,9 +44,14 @@ public struct AccountStore {
     }
 
     /// Whether an account of that name exists; needs no password (one Argon2id of the name).
+    /// Only a record that is not there (ENOENT) is "no"; a record that cannot be looked up
+    /// (EACCES on `accounts/`, EIO) is that error: it used to be "no such account" (exit 4),
+    /// which `user check` tells a script to go and add.
     public func exists(user: String) throws -> Bool {
         let name = try AccountName.derive(user: user, config: config)
-        return access(recordPath(name), F_OK) == 0
+        if access(recordPath(name), F_OK) == 0 { return true }
+        guard errno == ENOENT else { throw StoreError.posix("look up the account record in \(layout.accountsDir)") }
+        return false
     }
 
     // MARK: add
