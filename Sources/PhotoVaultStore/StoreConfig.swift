@@ -138,10 +138,17 @@ public struct StoreLayout: Sendable {
     }
 
     /// The config, once the store's shape is checked: `.corruptStore` (exit 9) when the
-    /// config is not a regular file or `accounts/` or `users/` is not a directory.
+    /// config is not a regular file or `accounts/` or `users/` is not a directory. Only a
+    /// config that is not there (ENOENT, or a file in the path: ENOTDIR) is "no store"; one
+    /// that cannot be looked up (EACCES on the store directory, EIO) is that error. It used
+    /// to be "no PhotoVault store (run 'photovault init')", exit 3, and a first mount at a
+    /// terminal offered to create the store.
     public func loadConfig() throws -> StoreConfig {
         var st = stat()
-        guard lstat(configPath, &st) == 0 else { throw StoreError.storeNotInitialised(path: root) }
+        guard lstat(configPath, &st) == 0 else {
+            if errno == ENOENT || errno == ENOTDIR { throw StoreError.storeNotInitialised(path: root) }
+            throw StoreError.posix("look up \(configPath)")
+        }
         guard st.st_mode & S_IFMT == S_IFREG else {
             throw StoreError.corruptStore("\(configPath) is not a regular file")
         }

@@ -135,6 +135,10 @@ final class AccountCommandTests: XCTestCase {
         assertFailure(s.pv(["user", "check", "Alice", "--store", s.store]), 4, "no such account")
     }
 
+    /// The binary run as root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: mode bits bind it.
+    static let withoutDACOverride = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                                     "--bounding-set=-dac_override,-dac_read_search", Harness.binary]
+
     /// An account whose record cannot be looked up (accounts/ unreadable: root without
     /// CAP_DAC_OVERRIDE here) is that error, exit 1, not "no such account" (exit 4), which
     /// `user check` used to answer and every password command to say.
@@ -144,12 +148,23 @@ final class AccountCommandTests: XCTestCase {
         let accounts = s.store + "/accounts"
         XCTAssertEqual(chmod(accounts, 0), 0)
         defer { chmod(accounts, 0o700) }
-        let noDAC = ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search",
-                     Harness.binary]
         for args in [["user", "check", "alice"], ["user", "passwd", "alice", "--passfile", s.passfile, "--new-passfile", s.passfile],
                      ["export", "--user", "alice", "--passfile", s.passfile, "/", s.root + "/out"]] {
-            let r = Harness.run(noDAC + args + ["--store", s.store], env: s.env, timeout: 60)
+            let r = Harness.run(Self.withoutDACOverride + args + ["--store", s.store], env: s.env, timeout: 60)
             assertFailure(r, 1, "photovault: look up the account record in \(accounts): Permission denied", "\(args)")
+        }
+    }
+
+    /// A store whose config cannot be looked up (the store directory unreadable) is that
+    /// error, exit 1, not "no PhotoVault store at ... (run 'photovault init')" (exit 3).
+    func testAStoreThatCannotBeReadIsNotCalledMissing() {
+        let s = Sandbox("acct-store-eacces")
+        s.initStore()
+        XCTAssertEqual(chmod(s.store, 0), 0)
+        defer { chmod(s.store, 0o700) }
+        for args in [["user", "list"], ["user", "check", "alice"], ["export", "--user", "alice", "--passfile", s.passfile, "/", s.root + "/out"]] {
+            let r = Harness.run(Self.withoutDACOverride + args + ["--store", s.store], env: s.env, timeout: 60)
+            assertFailure(r, 1, "photovault: look up \(s.store)/photovault.conf: Permission denied", "\(args)")
         }
     }
 
