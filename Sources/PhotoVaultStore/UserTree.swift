@@ -47,6 +47,17 @@ public final class UserTree: @unchecked Sendable {
         return old
     }
 
+    /// Reads the root's `.pvdir`, as the offline tools do before anything else: damaged,
+    /// missing or failing authentication is `.integrity(path: "/")` (exit 22), of a version
+    /// this build does not read `.unknownVersion` (exit 10). Nothing in the tree can be
+    /// named without it.
+    public func checkRoot() throws {
+        let fd = try openRoot()
+        defer { close(fd) }
+        do { _ = try DirectoryInfo.read(dirfd: fd, keyring: keyring) }
+        catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: "/", detail: d) }
+    }
+
     /// Opens the tree's root directory (O_RDONLY | O_DIRECTORY).
     public func openRoot() throws -> Int32 {
         let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -83,6 +83,30 @@ final class MountFailureTests: XCTestCase {
     }
 
     /// `--idle 0` silently meant "never": it is a usage error now, and nothing is mounted.
+    /// A tree whose root `.pvdir` is of an unknown version, or missing, mounts nothing and
+    /// says why in one line, with export's exit codes (10, 22). It used to print "Mounted"
+    /// and exit 0, and then every listing of the mount failed with EIO.
+    func testARootDirectoryInfoOfAnUnknownVersionOrMissingMountsNothing() throws {
+        let sb = Sandbox("pv-rootinfo")
+        sb.initStore()
+        let tree = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: sb.store + "/users").first)
+        let info = sb.store + "/users/" + tree + "/.pvdir"
+        let mp = sb.root + "/mnt"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        sb.mounts.append(mp)
+        let mount = ["mount", mp, "--store", sb.store, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"]
+        sb.ok("cp \(Sandbox.quote(info)) \(Sandbox.quote(sb.root))/pvdir && chmod 600 \(Sandbox.quote(info)) && "
+              + "printf '\\002' | dd of=\(Sandbox.quote(info)) bs=1 seek=3 conv=notrunc status=none")
+        assertFailure(sb.pv(mount), 10, "photovault: unknown format version 2 (this photovault reads version 1)")
+        XCTAssertFalse(Harness.isMounted(mp))
+        sb.ok("rm \(Sandbox.quote(info))")
+        assertFailure(sb.pv(mount), 22, "photovault: integrity check failed for /: directory ID file is missing")
+        XCTAssertFalse(Harness.isMounted(mp))
+        // Put back, the vault mounts again (nothing was left locked or half-mounted).
+        sb.ok("cp \(Sandbox.quote(sb.root))/pvdir \(Sandbox.quote(info))")
+        sb.unmount(sb.mount(at: "mnt"))
+    }
+
     func testIdleZeroIsAUsageError() {
         let sb = Sandbox("pv-idle0")
         sb.initStore()

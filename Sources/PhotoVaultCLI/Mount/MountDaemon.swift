@@ -104,6 +104,9 @@ enum MountDaemon {
                                                     treeTag: RuntimeRegistry.treeTag(treeID))
             }
             treeLock = try TreeLock(root: tree.root, mode: .shared)
+            // A root whose `.pvdir` is damaged or of an unknown version used to mount (exit
+            // 0, "Mounted") and then answer every listing with EIO; import and export say why.
+            try tree.checkRoot()
         } catch {
             keyring.wipeAll()
             return fail(reporter, error)
