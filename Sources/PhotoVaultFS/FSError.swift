@@ -54,7 +54,7 @@ enum FSError: Error, Equatable, CustomStringConvertible {
             case .integrity(let p, let d): return .integrity(p.isEmpty ? d : "\(p): \(d)")
             // A damaged or unreadable header or directory record is an integrity failure
             // too: EIO with a log line, not a silent EIO.
-            case .corruptStore, .corruptRecord, .unknownVersion: return .integrity(e.description)
+            case .corruptStore, .corruptRecord, .unknownVersion, .unknownVersionOf: return .integrity(e.description)
             case .notFound: return .notFound
             case .exists: return .exists
             default: return .posix(e.errno)

@@ -51,6 +51,8 @@ public final class ContentFile: @unchecked Sendable {
                 try install(h, key)
             } catch StoreError.integrity(_, let d) {
                 throw StoreError.integrity(path: displayPath, detail: d)
+            } catch StoreError.unknownVersion(let f, let s) where !displayPath.isEmpty {
+                throw StoreError.unknownVersionOf(path: displayPath, found: f, supported: s)
             }
         }
     }

@@ -15,6 +15,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case corruptRecord(String)
     case corruptStore(String)
     case unknownVersion(found: Int, supported: Int)
+    /// The same, for the header or `.pvdir` of one entry of a vault (offline tools name it).
+    case unknownVersionOf(path: String, found: Int, supported: Int)
     case weakKDFParameters
     /// A cost in the store config (`kdfFloor`, `accountNameKDF`) below the allowed floor.
     case weakStoreKDFParameters(field: String)
@@ -44,7 +46,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
 
     public var errno: Int32 {
         switch self {
-        case .integrity, .corruptRecord, .corruptStore, .unknownVersion: return EIO
+        case .integrity, .corruptRecord, .corruptStore, .unknownVersion, .unknownVersionOf: return EIO
         case .locked, .wrongPassword, .wrongDevice: return EACCES
         case .notFound, .noSuchAccount, .storeNotInitialised: return ENOENT
         case .exists, .accountExists, .storeExists: return EEXIST
@@ -66,7 +68,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .emptyUsername, .emptyPassword: return 7
         case .passwordTooShort: return 8
         case .corruptRecord, .corruptStore: return 9
-        case .unknownVersion: return 10
+        case .unknownVersion, .unknownVersionOf: return 10
         case .storeBusy: return 11
         case .accountChangedMeanwhile: return 31
         case .weakKDFParameters, .weakStoreKDFParameters: return 12
@@ -97,6 +99,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .corruptRecord(let d): return "the account record is corrupt: \(d)"
         case .corruptStore(let d): return "the store is corrupt: \(d)"
         case .unknownVersion(let f, let s): return "unknown format version \(f) (this photovault reads version \(s))"
+        case .unknownVersionOf(let p, let f, let s): return "\(p): unknown format version \(f) (this photovault reads version \(s))"
         case .weakKDFParameters: return "the account record's Argon2id cost is below the allowed floor (tampered record?)"
         case .weakStoreKDFParameters(let f):
             return "the store config's \(f) Argon2id cost is below the allowed floor (tampered \(StoreConfig.fileName)?)"

@@ -52,7 +52,8 @@ final class SpecTableTests: XCTestCase {
         let storeErrors: [StoreError] = [
             .emptyUsername, .emptyPassword, .passwordTooShort(minimum: 8), .accountExists, .noSuchAccount,
             .wrongPassword, .storeNotInitialised(path: "/s"), .storeExists(path: "/s"), .corruptRecord("x"),
-            .corruptStore("x"), .unknownVersion(found: 9, supported: 1), .weakKDFParameters, .weakStoreKDFParameters(field: "kdfFloor"), .storeBusy, .accountChangedMeanwhile,
+            .corruptStore("x"), .unknownVersion(found: 9, supported: 1),
+            .unknownVersionOf(path: "/a", found: 9, supported: 1), .weakKDFParameters, .weakStoreKDFParameters(field: "kdfFloor"), .storeBusy, .accountChangedMeanwhile,
             .wrongDevice, .integrity(path: "/a", detail: "tag"), .locked, .notFound("/a"), .exists("/a"),
             .noSpace, .destinationFull("/d"), .io(errno: EIO, context: "read"), .invalidArgument("bad"),
             .notConfirmedOnDisk(done: "done", afterCrash: "undone", errno: EIO),

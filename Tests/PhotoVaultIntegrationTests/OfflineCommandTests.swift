@@ -266,6 +266,29 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(Self.pv(sb, ["export", "/closed.bin", "-"]).status, 24, "an empty /closed.bin was stored")
     }
 
+    /// A file header or a directory's `.pvdir` of a version this build does not read (a newer
+    /// photovault's) stops export and class with exit 10 and the entry's vault path: the line
+    /// was only "unknown format version 2", as if the store config were of another version.
+    func testAnEntryOfAnUnknownVersionIsNamed() throws {
+        let sb = Sandbox("pv-offline-newer")
+        sb.initStore()
+        let src = sb.plainDir("src")
+        sb.ok("mkdir \(Sandbox.quote(src))/d && head -c 54321 /dev/urandom > \(Sandbox.quote(src))/d/new.jpg")
+        XCTAssertEqual(Self.pv(sb, ["import", src, "/a"]).status, 0)
+        let users = Sandbox.quote(sb.store + "/users")
+        // The file's ciphertext (by size), then the deepest .pvdir (/a/src/d's): version byte 2.
+        let header = sb.ok("find \(users) -type f -size +54321c -size -56000c").trimmingCharacters(in: .newlines)
+        sb.ok("printf '\\002' | dd of=\(Sandbox.quote(header)) bs=1 seek=4 conv=notrunc status=none")
+        let line = "photovault: /a/src/d/new.jpg: unknown format version 2 (this photovault reads version 1)"
+        assertFailure(Self.pv(sb, ["export", "/a", sb.root + "/out"]), 10, line)
+        assertFailure(Self.pv(sb, ["class", "list", "/a/src/d"]), 10, line)
+        sb.ok("printf '\\001' | dd of=\(Sandbox.quote(header)) bs=1 seek=4 conv=notrunc status=none")
+        sb.ok("f=$(find \(users) -name .pvdir -printf '%d %p\\n' | sort -n | tail -1 | cut -d' ' -f2) && chmod 600 \"$f\" && "
+              + "printf '\\002' | dd of=\"$f\" bs=1 seek=3 conv=notrunc status=none")
+        assertFailure(Self.pv(sb, ["export", "/a/src/d", sb.root + "/out2"]), 10,
+                      "photovault: /a/src/d: unknown format version 2 (this photovault reads version 1)")
+    }
+
     func testFsckIsCleanThenNamesTheDamagedFile() throws {
         let (sb, _) = Self.importedTree("pv-offline-fsck", at: "/f")
 

@@ -29,7 +29,8 @@ final class TamperHeaderTests: XCTestCase {
                             XCTFail("\(label): header opened; read gives \(String(describing: try? g.readAll().prefix(4)))")
                         } catch StoreError.integrity {
                             // expected
-                        } catch StoreError.unknownVersion(let found, _) where i == 4 || i == 5 {
+                        } catch StoreError.unknownVersion(let found, _) where i == 4 || i == 5,
+                                StoreError.unknownVersionOf(_, let found, _) where i == 4 || i == 5 {
                             // The version field is checked before anything else (FORMAT.md: a
                             // reader refuses a version it does not know): also EIO, exit 10.
                             XCTAssertNotEqual(found, 1, label)

@@ -117,6 +117,8 @@ public struct ClassTool {
             return Info(path: display, kind: .file, protectionClass: cls, pending: false)
         } catch StoreError.integrity(_, let d) {
             throw StoreError.integrity(path: display, detail: d)
+        } catch StoreError.unknownVersion(let f, let s) {
+            throw StoreError.unknownVersionOf(path: display, found: f, supported: s)
         }
     }
 }

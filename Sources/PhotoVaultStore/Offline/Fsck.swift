@@ -119,7 +119,7 @@ public final class Fsck {
     /// files, a locked class key) says nothing about the bytes: reported `unreadable`, no more.
     static func isDamage(_ error: Error) -> Bool {
         switch error {
-        case StoreError.integrity, StoreError.unknownVersion, StoreError.corruptStore, StoreError.corruptRecord,
+        case StoreError.integrity, StoreError.unknownVersion, StoreError.unknownVersionOf, StoreError.corruptStore, StoreError.corruptRecord,
              CryptoError.authenticationFailed:
             return true
         default:
@@ -407,7 +407,8 @@ public final class Fsck {
                 close(fd)
                 switch error {
                 case StoreError.integrity(_, let d): report(display, storePath, .headerDamaged, d)
-                case StoreError.unknownVersion(let f, _): report(display, storePath, .headerDamaged, "unknown header version \(f)")
+                case StoreError.unknownVersion(let f, _), StoreError.unknownVersionOf(_, let f, _):
+                    report(display, storePath, .headerDamaged, "unknown header version \(f)")
                 default: report(display, storePath, .unreadable, "\(error)"); return false
                 }
                 return true

@@ -142,6 +142,9 @@ public struct VaultResolver {
         } catch StoreError.integrity(_, let d) {
             close(fd)
             throw StoreError.integrity(path: entry.path.description, detail: d)
+        } catch StoreError.unknownVersion(let f, let s) {
+            close(fd)
+            throw StoreError.unknownVersionOf(path: entry.path.description, found: f, supported: s)
         } catch {
             close(fd)
             throw error
