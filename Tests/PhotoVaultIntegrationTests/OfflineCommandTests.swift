@@ -152,6 +152,13 @@ final class OfflineCommandTests: XCTestCase {
         if left.contains("a-small.txt") {
             XCTAssertEqual(sb.ok("cat \(Sandbox.quote(out))/src/a-small.txt"), "FULLDEST-SMALL\n")
         }
+        // --force over a local copy that stays: the line says so. It said "which was not
+        // kept" about a file that was still there, as if the old copy were gone too.
+        sb.ok("mkdir -p \(Sandbox.quote(out))/src && printf 'OLD\n' > \(Sandbox.quote(out))/src/b-big.jpg")
+        let forced = Self.pv(sb, ["export", "--force", "/src/b-big.jpg", out + "/src"])
+        assertFailure(forced, 19, "(stopped at \(out)/src/b-big.jpg, whose new copy was not kept (the one that was there "
+                      + "stays as it was); 0 files exported before it stay)")
+        XCTAssertEqual(sb.ok("cat \(Sandbox.quote(out))/src/b-big.jpg"), "OLD\n")
     }
 
     /// Export writes plaintext, so never into the store (also through a DEST that does not
@@ -798,6 +805,15 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(Self.pv(sb, ["export", "/p/big", out]).status, 0)
         XCTAssertEqual(sb.ok("cd \(Sandbox.quote(out)) && find big -type f && cmp big/b1.bin \(qs)/big/b1.bin && echo same"),
                        "big/b1.bin\nsame\n")
+        // --force over /p/big/b1.bin with the big file: the one in the vault stays, and the line says so.
+        let bigger = sb.plainDir("bigger")
+        sb.ok("cp \(qs)/big/b2.bin \(Sandbox.quote(bigger))/b1.bin")
+        let forced = Self.pv(sb, ["import", "--force", bigger + "/b1.bin", "/p/big"])
+        assertFailure(forced, 19, "(stopped at /p/big/b1.bin, whose new copy was not kept (the one that was there stays as "
+                      + "it was); 0 files imported before it stay)")
+        XCTAssertEqual(partials(), "")
+        XCTAssertEqual(Self.pv(sb, ["export", "--force", "/p/big/b1.bin", out + "/big"]).status, 0)
+        sb.ok("cmp \(Sandbox.quote(out))/big/b1.bin \(qs)/big/b1.bin")
     }
 
     /// A Ctrl-C (SIGINT) or a SIGTERM while import writes a file (here from a pipe that

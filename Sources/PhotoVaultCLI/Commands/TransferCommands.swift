@@ -129,9 +129,13 @@ enum TransferCommands {
         /// The file being copied (started, not yet in place under its name).
         var current: String?
 
+        /// The file being replaced (force), if the current file replaces one.
+        var replacing: String?
+
         func event(_ e: ProgressEvent) {
-            if case .fileStarted(let path, _) = e { current = path }
-            if case .file = e { current = nil }
+            if case .replacing(let path) = e { replacing = path }
+            if case .fileStarted(let path, _) = e { current = path; if replacing != path { replacing = nil } }
+            if case .file = e { current = nil; replacing = nil }
             if case .skipped(let path, let reason) = e {
                 let line = (barShown ? "\n" : "") + "photovault: skipped \(path): \(reason)\n"
                 barShown = false
@@ -155,7 +159,10 @@ enum TransferCommands {
             if barShown { FileHandle.standardError.write(Data("\n".utf8)) }
             barShown = false
             let done = "\(files) file\(files == 1 ? "" : "s") \(verb) before it stay\(files == 1 ? "s" : "")"
-            return TransferFailure(underlying: error, note: "stopped at \(current), which was not kept; " + done)
+            // With --force, "which was not kept" read as if the file already there were gone.
+            let what = replacing == current ? "whose new copy was not kept (the one that was there stays as it was)"
+                                            : "which was not kept"
+            return TransferFailure(underlying: error, note: "stopped at \(current), \(what); " + done)
         }
 
         func finish(_ s: TransferSummary, seconds: Double) {

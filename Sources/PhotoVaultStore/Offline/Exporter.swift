@@ -134,9 +134,12 @@ public final class Exporter {
             }
         }
 
-        func checkReplace(_ destfd: Int32, _ local: [CChar], _ localPath: String) throws {
-            guard let existing = try OfflineSys.lstat(destfd, local) else { return }
+        /// Whether `local` exists (and may be replaced: `force`, not a directory).
+        @discardableResult
+        func checkReplace(_ destfd: Int32, _ local: [CChar], _ localPath: String) throws -> Bool {
+            guard let existing = try OfflineSys.lstat(destfd, local) else { return false }
             if !force || OfflineSys.isDirectory(existing) { throw StoreError.exists(localPath) }
+            return true
         }
 
         /// A local directory being filled from a vault directory: the vault directory's
@@ -291,7 +294,7 @@ public final class Exporter {
         }
 
         mutating func file(_ entry: VaultEntry, into destfd: Int32, local: [CChar], localPath: String) throws {
-            try checkReplace(destfd, local, localPath)
+            if try checkReplace(destfd, local, localPath) { progress(.replacing(localPath)) }
             let content = try openContent(entry)
             defer { content.close() }
             let st = try OfflineSys.fstat(content.fd)

@@ -258,9 +258,12 @@ public final class Importer {
         }
 
         /// Refuses to replace `entry` unless allowed: never a directory, never without force.
-        func checkReplace(_ entry: VaultEntry) throws {
-            guard let existing = try entry.stat() else { return }
+        /// Whether it exists (and is to be replaced).
+        @discardableResult
+        func checkReplace(_ entry: VaultEntry) throws -> Bool {
+            guard let existing = try entry.stat() else { return false }
             if !force || OfflineSys.isDirectory(existing) { throw StoreError.exists(entry.path.description) }
+            return true
         }
 
         /// A vault directory being filled from a local one: the local directory's entries,
@@ -377,7 +380,7 @@ public final class Importer {
         /// Streams `src` (a regular file, or stdin when `st` is nil) into a temp file in the
         /// target directory, then renames it into place.
         mutating func file(from src: Int32, stat st: stat?, to entry: VaultEntry) throws {
-            try checkReplace(entry)
+            let replacing = try checkReplace(entry)
             let display = entry.path.description
             let dirfd = entry.parent.fd
             let tmp = OfflineSys.temporaryName()
@@ -393,6 +396,7 @@ public final class Importer {
                                                  protectionClass: cls ?? entry.parent.info.defaultClass, displayPath: display)
             } catch { close(fd); throw error }
             defer { content.close() }
+            if replacing { progress(.replacing(display)) }
             progress(.fileStarted(display, size: st.map { UInt64($0.st_size) }))
             let block = importer.blockSize
             let buf = UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 16)

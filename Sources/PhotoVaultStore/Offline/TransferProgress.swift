@@ -5,6 +5,9 @@ public enum ProgressEvent: Equatable, Sendable {
     case directory(String)
     /// A regular file is about to be copied; `size` is nil when unknown (stdin).
     case fileStarted(String, size: UInt64?)
+    /// The file about to be copied replaces one of that name (`force`), which stays as it was
+    /// until the new copy is complete and renamed over it. Sent just before `fileStarted`.
+    case replacing(String)
     /// Bytes of the current file copied so far (once per block).
     case fileProgress(String, done: UInt64)
     /// A regular file is complete and in place under its final name.
