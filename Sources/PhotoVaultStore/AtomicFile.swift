@@ -23,13 +23,7 @@ public enum AtomicFile {
         try syncDirectory(dirfd, name)
     }
 
-    /// Creates a new file that must not exist yet (same crash safety; fails with `.exists`).
-    public static func create(_ bytes: [UInt8], in dirfd: Int32, name: String, mode: mode_t = 0o600) throws {
-        try place(bytes, in: dirfd, name: name, mode: mode, replacing: false)
-        try syncDirectory(dirfd, name)
-    }
-
-    /// `write` (`replacing`) or `create` without the directory fsync: when it returns, `name`
+    /// `write` (`replacing`) or a create-if-absent (link) without the directory fsync: when it returns, `name`
     /// holds the new bytes, synced; a failure before that leaves `name` as it was. A caller
     /// to whom a failed directory fsync means something else than a failed write (the change
     /// took effect, only its durability is unknown) syncs the directory itself.

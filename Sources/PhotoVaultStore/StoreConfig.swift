@@ -133,8 +133,16 @@ public struct StoreLayout: Sendable {
         let dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dfd >= 0 else { throw StoreError.posix("open \(root)") }
         defer { close(dfd) }
-        do { try AtomicFile.create(config.encoded(), in: dfd, name: StoreConfig.fileName, mode: 0o600) }
+        do { try AtomicFile.place(config.encoded(), in: dfd, name: StoreConfig.fileName, mode: 0o600, replacing: false) }
         catch StoreError.exists { throw StoreError.storeExists(path: root) }
+        // A config whose directory cannot be synced may vanish in a crash, and with it the
+        // store its accounts would be made in: init fails and takes it back, as `user add`
+        // does its record. It used to stay, so init failed (exit 1) and its rerun said the
+        // store already exists.
+        do { try AtomicFile.syncDirectory(dfd, StoreConfig.fileName) } catch {
+            unlinkat(dfd, StoreConfig.fileName, 0)
+            throw error
+        }
     }
 
     /// The config, once the store's shape is checked: `.corruptStore` (exit 9) when the

@@ -116,6 +116,26 @@ final class ConfigTests: XCTestCase {
         }
     }
 
+    /// An init whose store directory cannot be synced after the config's link (EIO) fails
+    /// and leaves no config, so that it can be run again: the config stayed, and the rerun
+    /// said the store already exists.
+    func testInitWhoseDirectorySyncFailsLeavesNoStore() throws {
+        let layout = StoreLayout(root: Fixture.tempDir(self) + "/store")
+        var store = stat()
+        OfflineFixture.hookFsync(self) { fd in
+            var st = stat()
+            return !(fstat(fd, &st) == 0 && stat(layout.root, &store) == 0 && st.st_ino == store.st_ino)
+        }
+        XCTAssertThrowsError(try layout.initialise(config: StoreConfig())) {
+            XCTAssertEqual(($0 as? StoreError)?.errno, EIO, "\($0)")
+        }
+        XCTAssertThrowsError(try layout.loadConfig()) { XCTAssertEqual($0 as? StoreError, .storeNotInitialised(path: layout.root)) }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: layout.root).sorted(), ["accounts", "users"])
+        FileIO.fsync = { Glibc.fsync($0) }
+        try layout.initialise(config: StoreConfig())
+        XCTAssertEqual(try layout.loadConfig().version, 1)
+    }
+
     func testMissingStore() {
         let layout = StoreLayout(root: Fixture.tempDir(self) + "/nothing")
         XCTAssertThrowsError(try layout.loadConfig()) { XCTAssertEqual($0 as? StoreError, .storeNotInitialised(path: layout.root)) }
