@@ -39,8 +39,12 @@ final class MountCrashRecoveryTests: XCTestCase {
         let dead = sb.run("ls \(q)")
         XCTAssertNotEqual(dead.status, 0)
         XCTAssertTrue(dead.stderr.contains("Transport endpoint is not connected"), dead.stderr)
-        // `lock` and `unlock` say what is there (they said "no vault is mounted", 18).
-        for args in [["lock", mp], ["unlock", mp, "--user", "alice", "--passfile", sb.passfile]] {
+        // `lock` and `unlock` say what is there (they said "no vault is mounted", 18), and so
+        // do the class commands given a path there (they took it for a vault path in the
+        // default store: "no PhotoVault store at ... (run 'photovault init')", exit 3).
+        for args in [["lock", mp], ["unlock", mp, "--user", "alice", "--passfile", sb.passfile],
+                     ["class", "set", mp + "/Crash-Album/note.txt", "none"], ["class", "get", mp + "/Crash-Album/note.txt"],
+                     ["class", "list", mp + "/Crash-Album"]] {
             assertFailure(sb.pv(args), 25, "\(mp) holds a dead PhotoVault mount (its daemon is gone)", args[0])
         }
         // The dead daemon's registration does not block mounting the same vault elsewhere.

@@ -13,6 +13,7 @@ enum ClassCommands {
         guard let cls = ProtectionClass(name: name) else {
             throw args.usageError("CLASS must be complete, complete-unless-open, until-first-auth or none")
         }
+        try OfflineAccess.refuseDeadMount(path)
         if OfflineAccess.isOnLiveMount(path) {
             try MountRoute.setClass(Array(path.utf8CString), cls, display: path)
         } else {
@@ -31,6 +32,7 @@ enum ClassCommands {
 
     static func get(_ args: ParsedArguments) throws -> Int32 {
         guard let path = args.argument("PATH") else { throw args.usageError("PATH is required") }
+        try OfflineAccess.refuseDeadMount(path)
         if OfflineAccess.isOnLiveMount(path) {
             print(try MountRoute.className(Array(path.utf8CString), display: path) ?? "-")
             return 0
@@ -44,6 +46,7 @@ enum ClassCommands {
     /// mount as offline; `-` for entries without a class (symlinks).
     static func list(_ args: ParsedArguments) throws -> Int32 {
         guard let dir = args.argument("DIR") else { throw args.usageError("DIR is required") }
+        try OfflineAccess.refuseDeadMount(dir)
         if let vaultDir = OfflineAccess.vaultPath(onLiveMount: dir) {
             let names = try FileManager.default.contentsOfDirectory(atPath: dir)
                 .sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }

@@ -88,6 +88,23 @@ enum OfflineAccess {
         return RuntimeRegistry().entries().filter { $0.store == s }
     }
 
+    /// A path under a dead PhotoVault mount (its daemon gone: ENOTCONN) is `.deadMount`
+    /// (exit 25). `class` took it for a vault path and looked it up in the default store:
+    /// "no PhotoVault store at ~/.local/share/photovault/store (run 'photovault init')".
+    static func refuseDeadMount(_ path: String) throws {
+        var st = stat()
+        guard stat(path, &st) != 0, errno == ENOTCONN else { return }
+        var dir = path.hasPrefix("/") ? path : StorePath.join(FileManager.default.currentDirectoryPath, path)
+        while true {
+            if let m = MountInfoEntry.at(dir), m.fsType == MountInfoEntry.photoVaultType {
+                throw CLIError.deadMount(m.mountpoint, fsType: m.fsType)
+            }
+            let parent = StorePath.dirname(dir)
+            if parent == dir { return }
+            dir = parent
+        }
+    }
+
     /// A path on a live mount (the argument is an existing absolute path under a mountpoint).
     static func isOnLiveMount(_ path: String) -> Bool { vaultPath(onLiveMount: path) != nil }
 
