@@ -13,16 +13,39 @@ public struct Console {
     }
 
     public static let standard = Console(
-        out: { s in _ = s.withCString { fputs($0, stdout) }; fflush(stdout) },
+        out: { s in
+            if s.withCString({ fputs($0, stdout) }) == EOF || fflush(stdout) != 0 { PhotoVaultCLI.outputErrno = errno }
+        },
         err: { s in _ = s.withCString { fputs($0, stderr) }; fflush(stderr) })
 }
 
 public enum PhotoVaultCLI {
     public static let version = "0.1.0"
 
+    /// The errno of the last failed flush of `Console.standard`'s output (for the exit check).
+    nonisolated(unsafe) static var outputErrno: Int32?
+
     /// The `photovault` program: parse argv, run the command, exit with its code.
     public static func main() -> Never {
-        exit(run(Array(CommandLine.arguments.dropFirst())))
+        exit(finishStandardOutput(run(Array(CommandLine.arguments.dropFirst()))))
+    }
+
+    /// What a command printed must have reached its standard output, as coreutils' commands
+    /// check at exit: `class list > file` on a full disk exited 0 with the listing lost. A
+    /// command that succeeded but whose output could not be written exits with that error
+    /// (19 on a full device, else 1) and one line on stderr. A stdout the caller closed
+    /// (`>&-`: read-only /dev/null, `ProcessSetup.openStandardDescriptors`) was discarded on
+    /// purpose and is not judged here (`export -` and the recovery key check their writes).
+    static func finishStandardOutput(_ code: Int32) -> Int32 {
+        let flushed = fflush(stdout) == 0
+        let flushErrno = errno
+        guard !flushed || ferror(stdout) != 0 else { return code }
+        let mode = fcntl(STDOUT_FILENO, F_GETFL)
+        guard code == ExitCodes.success, mode >= 0, mode & O_ACCMODE != O_RDONLY else { return code }
+        let e = flushed ? outputErrno ?? EIO : flushErrno
+        let failure: StoreError = e == ENOSPC || e == EDQUOT
+            ? .destinationFull("standard output") : .io(errno: e, context: "write standard output")
+        return report(failure, .standard)
     }
 
     /// Runs one command line (without the program name) and returns the exit code.

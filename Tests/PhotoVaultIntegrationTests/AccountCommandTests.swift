@@ -322,6 +322,23 @@ final class AccountCommandTests: XCTestCase {
         XCTAssertNotNil(AccountFixtures.recoveryKey(in: ok.stdout))
     }
 
+    /// A command whose output cannot be written (stdout on a full device) fails with one line,
+    /// as `ls` does: `user list`, `class list` and `--help` exited 0 with their output lost.
+    /// A stdout the caller closed (`>&-`) is output it discarded: still exit 0.
+    func testOutputThatCannotBeWrittenIsAFailure() {
+        let s = Sandbox("acct-out-full")
+        s.initStore()
+        let store = Sandbox.quote(s.store), pf = Sandbox.quote(s.passfile), pv = Sandbox.quote(Harness.binary)
+        s.ok("echo x | \(pv) import - /a.jpg --store \(store) --user alice --passfile \(pf)")
+        for line in ["user list --store \(store)", "class list / --store \(store) --user alice --passfile \(pf)", "--help"] {
+            assertFailure(s.run("\(pv) \(line) > /dev/full"), 19,
+                          "photovault: no space left on the device holding standard output", line)
+        }
+        let closed = s.run("\(pv) user list --store \(store) >&-")
+        XCTAssertEqual(closed.status, 0, closed.stderr)
+        XCTAssertEqual(closed.stderr, "")
+    }
+
     /// remove --delete-photos whose tree cannot be deleted to the end (an immutable file,
     /// chattr +i) says that the account is removed all the same; it said only 'unlink ...:
     /// Operation not permitted', as if nothing had happened, and a retry said 'no such account'.
