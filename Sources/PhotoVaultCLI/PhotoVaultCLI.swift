@@ -27,6 +27,14 @@ public enum PhotoVaultCLI {
 
     /// The `photovault` program: parse argv, run the command, exit with its code.
     public static func main() -> Never {
+        // Swift on Linux reads the arguments from /proc/self/cmdline: without /proc (a chroot
+        // or container that lacks it) there are none, not even the program's name, and every
+        // command line read as "no command given" (exit 2). photovault needs /proc anyway
+        // (it opens store files through /proc/self/fd and starts its daemon as /proc/self/exe).
+        guard !CommandLine.arguments.isEmpty else {
+            exit(report(StoreError.io(errno: ENOENT, context: "cannot read this command's arguments from "
+                                      + "/proc/self/cmdline (is /proc mounted? photovault needs it)"), .standard))
+        }
         exit(finishStandardOutput(run(Array(CommandLine.arguments.dropFirst()))))
     }
 

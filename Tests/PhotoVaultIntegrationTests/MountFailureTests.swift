@@ -107,6 +107,18 @@ final class MountFailureTests: XCTestCase {
         sb.unmount(sb.mount(at: "mnt"))
     }
 
+    /// In a mount namespace without /proc (a chroot or container that lacks it), a command
+    /// says that /proc is missing (exit 1). Swift reads argv from /proc/self/cmdline, so every
+    /// command line used to be "no command given" (exit 2), whatever was typed.
+    func testWithoutProcACommandSaysSo() {
+        let sb = Sandbox("pv-noproc")
+        sb.initStore()
+        let r = sb.run("unshare -m sh -c 'umount -l /proc && exec \"$0\" user list --store \"$1\"' "
+                       + "\(Sandbox.quote(Harness.binary)) \(Sandbox.quote(sb.store))")
+        assertFailure(r, 1, "photovault: cannot read this command's arguments from /proc/self/cmdline (is /proc mounted? "
+                      + "photovault needs it)")
+    }
+
     func testIdleZeroIsAUsageError() {
         let sb = Sandbox("pv-idle0")
         sb.initStore()
