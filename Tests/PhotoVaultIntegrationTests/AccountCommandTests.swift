@@ -457,6 +457,32 @@ final class AccountCommandTests: XCTestCase {
         XCTAssertTrue(done.stdout.contains("stay in the store"), done.stdout)
     }
 
+    /// An account is not removed under an offline import into its tree, with or without
+    /// --delete-photos: the remove waits for the import's tree lock and then gives up (store
+    /// busy, exit 11, the account still there). Without --delete-photos it used to succeed at
+    /// once, and the import then finished into a tree nothing could open, exit 0.
+    func testRemoveIsRefusedWhileAnImportWritesIntoTheTree() throws {
+        let s = Sandbox("acct-remove-import")
+        s.initStore()
+        let q = Sandbox.quote(s.root)
+        let importing = s.run("""
+        cd \(q) && mkfifo in
+        (head -c 100000 /dev/urandom; sleep 30) > in &
+        writer=$!
+        \(OfflineCommandTests.pvLine(s, ["import", "-", "/card/a.jpg"])) < in > import.out 2>&1 &
+        importer=$!
+        sleep 1
+        \(([Harness.binary, "user", "remove", "alice", "--store", s.store, "--passfile", s.passfile]).map(Sandbox.quote).joined(separator: " ")) > remove.out 2>&1
+        echo "remove $?"
+        kill $writer; wait $importer; echo "import $?"
+        """, timeout: 60)
+        XCTAssertEqual(importing.stdout, "remove 11\nimport 0\n", (try? String(contentsOfFile: s.root + "/remove.out", encoding: .utf8)) ?? "")
+        XCTAssertEqual(s.pv(["user", "check", "alice", "--store", s.store]).status, 0, "the account must stay")
+        XCTAssertEqual(s.ok("\(OfflineCommandTests.pvLine(s, ["export", "/card/a.jpg", "-"])) | wc -c"), "100000\n")
+        let remove = s.pv(["user", "remove", "alice", "--store", s.store, "--passfile", s.passfile])
+        XCTAssertEqual(remove.status, 0, remove.stderr)
+    }
+
     /// Without --delete-photos nothing in the tree changes, also when it was never mounted:
     /// the mount-lock file that the check for a mount needs is not made there (it dated the
     /// removal on the tree, next to the record's disappearance, telling which tree was

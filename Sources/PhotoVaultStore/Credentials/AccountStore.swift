@@ -285,9 +285,16 @@ public struct AccountStore {
             defer { mountLock?.release() }
             // Nor under an offline command (import, export, fsck, class) that works in it: they
             // hold the tree root's flock for their whole run, so its exclusive lock waits for
-            // them, then keeps new ones out until the tree is gone.
-            let treeLock = deletePhotos && treeExists
-                ? try locking { try TreeLock(root: root, mode: .exclusive, timeout: $0) } : nil
+            // them, then keeps new ones out until the tree is gone. Without --delete-photos a
+            // shared lock waits for the writers alone (import, class set, fsck --repair): an
+            // import used to finish into a tree whose account was removed under it, reporting
+            // success for photos nothing can open any more. (A root its owner cannot open, as
+            // after a chmod 000 through the mount, does not keep an account from going.)
+            var treeLock: TreeLock? = nil
+            if treeExists {
+                do { treeLock = try locking { try TreeLock(root: root, mode: deletePhotos ? .exclusive : .shared, timeout: $0) } }
+                catch StoreError.io where !deletePhotos {}
+            }
             defer { treeLock?.release() }
             try withAccountsDir { dfd in
                 guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
