@@ -483,6 +483,22 @@ final class AccountCommandTests: XCTestCase {
         XCTAssertEqual(remove.status, 0, remove.stderr)
     }
 
+    /// A record's temp file that a killed writer left in accounts/ (a SIGTERM between its
+    /// creation and its rename) is removed by the next account change once it is ten minutes
+    /// old; a younger one, as a login's throttle count may be writing at that moment, stays.
+    /// Left-over temp files used to stay for good.
+    func testTempFilesThatKilledWritersLeftInAccountsAreRemovedByTheNextChange() throws {
+        let s = Sandbox("acct-stale-temp")
+        s.initStore()
+        let q = Sandbox.quote(s.store + "/accounts")
+        s.ok("""
+        cd \(q) && head -c 300 /dev/urandom > .pvtmp-OLDOLDOL && touch -d '-1 hour' .pvtmp-OLDOLDOL \
+          && head -c 300 /dev/urandom > .pvtmp-NEWNEWNE
+        """)
+        s.addUser("bob")
+        XCTAssertEqual(s.ok("cd \(q) && ls -A | grep -F .pvtmp- || true"), ".pvtmp-NEWNEWNE\n")
+    }
+
     /// Without --delete-photos nothing in the tree changes, also when it was never mounted:
     /// the mount-lock file that the check for a mount needs is not made there (it dated the
     /// removal on the tree, next to the record's disappearance, telling which tree was

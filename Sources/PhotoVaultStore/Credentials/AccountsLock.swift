@@ -26,7 +26,34 @@ enum AccountsLock {
             if monotonicSeconds() - start >= timeout { throw StoreError.storeBusy }
             usleep(20_000)
         }
+        removeStaleTemps(accountsDir: accountsDir)
         return try body()
+    }
+
+    /// Temp files (`.pvtmp-*`) older than this are left over from a writer that was killed
+    /// (SIGTERM between creating one and its rename): a live one lasts a write and an fsync.
+    static let staleTempAge: Int = 600
+
+    /// Removes temp files that killed writers left in `accounts/`, each a copy of a record
+    /// (ciphertext, but one that lingers for good). Best effort, under the lock, so no other
+    /// account change is writing one; a login's throttle count writes its temp without the
+    /// lock, which the age spares.
+    static func removeStaleTemps(accountsDir: String) {
+        let dfd = open(accountsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0, let dir = fdopendir(dfd) else { if dfd >= 0 { close(dfd) }; return }
+        defer { closedir(dir) }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        while let e = readdir(dir) {
+            let name = withUnsafePointer(to: e.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            guard name.hasPrefix(AtomicFile.tempPrefix) else { continue }
+            var st = stat()
+            guard fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_mode & S_IFMT == S_IFREG,
+                  now.tv_sec - st.st_mtim.tv_sec > staleTempAge else { continue }
+            unlinkat(dfd, name, 0)
+        }
     }
 
     static func monotonicSeconds() -> Double {
