@@ -71,7 +71,14 @@ final class OfflineCommandTests: XCTestCase {
     static func sandboxWithSmallStore(_ name: String, _ test: XCTestCase) -> Sandbox {
         let sb = Sandbox(name)
         sb.ok("mkdir \(Sandbox.quote(sb.store)) && mount -t tmpfs -o size=3m tmpfs \(Sandbox.quote(sb.store))")
-        test.addTeardownBlock { _ = Harness.run(["umount", "-l", sb.store]) }
+        // The block captures the paths, not the sandbox: swift-corelibs-xctest keeps a test
+        // case's teardown blocks for the whole run, so a sandbox they held was never
+        // deinitialised and its directory stayed in /tmp after every run.
+        let (root, store) = (sb.root, sb.store)
+        test.addTeardownBlock {
+            _ = Harness.run(["umount", "-l", store])
+            _ = Harness.run(["rm", "-rf", root], timeout: 60)
+        }
         sb.initStore()
         return sb
     }
