@@ -40,19 +40,14 @@ enum AccountsLock {
     /// lock, which the age spares.
     static func removeStaleTemps(accountsDir: String) {
         let dfd = open(accountsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dfd >= 0, let dir = fdopendir(dfd) else { if dfd >= 0 { close(dfd) }; return }
-        defer { closedir(dir) }
+        guard dfd >= 0 else { return }
+        defer { close(dfd) }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        while let e = readdir(dir) {
-            let name = withUnsafePointer(to: e.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
-            }
-            guard name.hasPrefix(AtomicFile.tempPrefix) else { continue }
-            var st = stat()
-            guard fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_mode & S_IFMT == S_IFREG,
+        for e in (try? OfflineSys.list(dfd)) ?? [] where e.name.hasPrefix(AtomicFile.tempPrefix) {
+            guard let st = try? OfflineSys.lstat(dfd, e.cName), st.st_mode & S_IFMT == S_IFREG,
                   now.tv_sec - st.st_mtim.tv_sec > staleTempAge else { continue }
-            unlinkat(dfd, name, 0)
+            unlinkat(dfd, e.cName, 0)
         }
     }
 
