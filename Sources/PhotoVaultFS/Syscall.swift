@@ -1,6 +1,7 @@
 import Glibc
 import CFuse
 import CLinux
+import PhotoVaultStore
 
 /// `*at()` system calls taking byte-array names (backing names are bytes, not Strings:
 /// a plain tree may hold names that are not valid UTF-8).
@@ -88,10 +89,7 @@ enum Syscall {
                 if errno != 0 { throw FSError.last() }
                 break
             }
-            let name: [UInt8] = withUnsafeBytes(of: ent.pointee.d_name) { raw in
-                let len = strnlen(raw.baseAddress!.assumingMemoryBound(to: CChar.self), raw.count)
-                return Array(raw[0..<len])
-            }
+            let name = DirectoryEntryName.bytes(ent)
             if name == [0x2e] || name == [0x2e, 0x2e] { continue }
             out.append((name, UInt64(ent.pointee.d_ino), ent.pointee.d_type))
         }

@@ -198,9 +198,7 @@ struct TreeReader {
         defer { closedir(d) }
         var out = [String]()
         while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
-                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
-            }
+            let name = DirectoryEntryName.string(e)
             out.append(name)
         }
         return out.sorted()

@@ -18,7 +18,7 @@ enum ClassCensus {
         guard let dir = fdopendir(dirfd) else { close(dirfd); return }
         defer { closedir(dir) }
         while let ent = readdir(dir) {
-            let name = withUnsafeBytes(of: ent.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            let name = DirectoryEntryName.string(ent)
             if NameCodec.isInternal(name) { continue }
             switch Int32(ent.pointee.d_type) {
             case Int32(DT_DIR):

@@ -1,5 +1,6 @@
 import Foundation
 import CLinux
+import PhotoVaultStore
 
 /// `photovault mount --private-thumbnails`: keeps thumbnails of vault photos out of the
 /// desktop's plaintext thumbnail cache (freedesktop Thumbnail Managing Standard,
@@ -423,9 +424,7 @@ public enum ThumbnailPurge {
         guard depth < 6, let d = opendir(dir) else { return }
         defer { closedir(d) }
         while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
+            let name = DirectoryEntryName.string(e)
             if name == "." || name == ".." { continue }
             let p = ThumbnailGuard.join(dir, name)
             var st = stat()

@@ -35,9 +35,7 @@ public struct AccountStore {
         defer { closedir(dir) }
         var n = 0
         while let e = readdir(dir) {
-            let name = withUnsafePointer(to: e.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
-            }
+            let name = DirectoryEntryName.string(e)
             if AccountName.isRecordFileName(name) { n += 1 }
         }
         return n

@@ -69,9 +69,7 @@ enum TreeRemoval {
         guard let dir = fdopendir(fd) else { close(fd); throw StoreError.posix("opendir \(display())") }
         var children: [String] = []
         while let e = readdir(dir) {
-            let child = withUnsafePointer(to: e.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
-            }
+            let child = DirectoryEntryName.string(e)
             if child != "." && child != ".." { children.append(child) }
         }
         return Frame(dir: dir, fd: fd, name: name, children: children)

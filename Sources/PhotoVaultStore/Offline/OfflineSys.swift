@@ -24,11 +24,7 @@ public enum OfflineSys {
         var out: [Entry] = []
         errno = 0
         while let e = readdir(dir) {
-            let raw: [UInt8] = withUnsafeBytes(of: e.pointee.d_name) { buf in
-                let bytes = buf.bindMemory(to: UInt8.self)
-                let n = bytes.firstIndex(of: 0) ?? bytes.count
-                return Array(bytes[0..<n])
-            }
+            let raw = DirectoryEntryName.bytes(e)
             if raw == [46] || raw == [46, 46] { continue }
             out.append(Entry(raw: raw, type: e.pointee.d_type))
             errno = 0
