@@ -30,7 +30,7 @@ extension VaultFileSystem {
                 // to write as opening the file would (a daemon without permission override
                 // is the only check there is without default_permissions).
                 if writes {
-                    let proc = Syscall.procPath(node.fd)
+                    let proc = Syscall.procPath(try node.fd)
                     if c.writable {
                         guard faccessat(AT_FDCWD, proc, W_OK, AT_EACCESS) == 0 else { throw FSError.last() }
                     } else {
@@ -45,7 +45,7 @@ extension VaultFileSystem {
                 return c
             }
             // Read-modify-write of chunks needs reads even on write-only opens: O_RDWR.
-            let proc = Syscall.procPath(node.fd)
+            let proc = Syscall.procPath(try node.fd)
             var writable = true
             var fd = Glibc.open(proc, O_RDWR | O_CLOEXEC)
             if fd < 0 && !writes && (errno == EACCES || errno == EROFS) {
@@ -76,7 +76,7 @@ extension VaultFileSystem {
     /// directory is unknown.
     func classForNewHeader(of node: Inode) -> ProtectionClass? {
         var st = stat()
-        let links = fstatat(node.fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 ? UInt64(st.st_nlink) : 1
+        let links = (try? node.fd).map { fstatat($0, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 } == true ? UInt64(st.st_nlink) : 1
         guard let directory = table.parent(of: node).flatMap({ try? naming(of: $0) }).flatMap({ backend.defaultClass(in: $0) }) else {
             return nil
         }
@@ -97,30 +97,31 @@ extension VaultFileSystem {
     /// Creates backing file `backing` in `p` with fresh content; returns it acquired once for writing.
     func createFile(_ p: Inode, _ backing: [UInt8], plain: [UInt8], mode: mode_t,
                     owner: Ownership?) throws -> (Inode, stat, ContentState) {
-        let fd = Syscall.openat(p.fd, backing, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode & Self.fileModeBits)
+        let pfd = try p.fd
+        let fd = Syscall.openat(pfd, backing, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode & Self.fileModeBits)
         guard fd >= 0 else { throw FSError.last() }
-        owner?.apply(to: backing, in: p.fd)
+        owner?.apply(to: backing, in: pfd)
         let file: FileContent
         do {
             file = try backend.createContent(fd: fd, protectionClass: backend.defaultClass(in: try naming(of: p)))
         } catch {
             close(fd)
-            _ = Syscall.unlinkat(p.fd, backing, 0)
+            _ = Syscall.unlinkat(pfd, backing, 0)
             throw error
         }
-        let opath = Syscall.openat(p.fd, backing, PV_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+        let opath = Syscall.openat(pfd, backing, PV_O_PATH | O_NOFOLLOW | O_CLOEXEC)
         var st = stat()
         guard opath >= 0, fstatat(opath, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else {
             let e = errno
             if opath >= 0 { close(opath) }
             try? file.close()
-            _ = Syscall.unlinkat(p.fd, backing, 0)
+            _ = Syscall.unlinkat(pfd, backing, 0)
             throw FSError.posix(e)
         }
         let node: Inode
-        do { node = try table.insert(fd: opath, st: st, parent: p.nodeID, name: plain) } catch {
+        do { node = try table.insert(fd: opath, st: st, parent: p, backing: backing, name: plain) } catch {
             try? file.close()
-            _ = Syscall.unlinkat(p.fd, backing, 0)
+            _ = Syscall.unlinkat(pfd, backing, 0)
             throw error
         }
         let c = ContentState(fd: fd, file: file, writable: true)
@@ -131,6 +132,8 @@ extension VaultFileSystem {
     }
 
     private func install(_ h: OpenFile, _ fi: UnsafeMutablePointer<fuse_file_info>) {
+        // An open file keeps its node's descriptor: unlinked, it has no name to reopen it by.
+        table.descriptors.pin(h.inode)
         fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(h).toOpaque()))
         // All changes go through us, so the kernel's page cache stays valid across opens.
         fi.pointee.keep_cache = 1
@@ -250,6 +253,7 @@ extension VaultFileSystem {
             let h = Unmanaged<OpenFile>.fromOpaque(p).takeRetainedValue()
             fi.pointee.fh = 0
             releaseContent(h.inode, h.content, writes: h.writes)
+            table.descriptors.unpin(h.inode)
         }
         fuse_reply_err(req, 0)
     }
@@ -309,6 +313,7 @@ extension VaultFileSystem {
         do {
             let node = try table.require(ino)
             let d = OpenDirectory(inode: node, entries: try listing(of: node, for: "opendir"))
+            table.descriptors.pin(node)   // until releasedir, as an open file's
             fi.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(d).toOpaque()))
             fuse_reply_open(req, fi)
         } catch {
@@ -336,15 +341,16 @@ extension VaultFileSystem {
         }
         var entries: [OpenDirectory.Entry] = []
         var st = stat()
-        _ = fstatat(node.fd, "..", &st, AT_SYMLINK_NOFOLLOW)
+        let fd = try node.fd
+        _ = fstatat(fd, "..", &st, AT_SYMLINK_NOFOLLOW)
         // d_ino as stat shows st_ino. An entry lies on its directory's file system (but for a
         // mount point, whose d_ino is that of the directory it covers, as on any Linux mount).
         entries.append(.init(name: [0x2e, 0], backing: [], ino: node.shownIno, type: UInt8(DT_DIR)))
         entries.append(.init(name: [0x2e, 0x2e, 0], backing: [], ino: table.shownIno(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino)),
                              type: UInt8(DT_DIR)))
-        for ent in try Syscall.listDirectory(node.fd) {
+        for ent in try Syscall.listDirectory(fd) {
             let decoded: DecodedName
-            do { decoded = try backend.plainName(ent.name, in: nm, dirFD: node.fd) } catch {
+            do { decoded = try backend.plainName(ent.name, in: nm, dirFD: fd) } catch {
                 // A name that cannot be read now (its long-name companion gives EIO, EACCES,
                 // EMFILE) is not a damaged one: leaving it out would make `rsync --delete` or
                 // a sync tool delete its copy of a file that is only unreadable for the moment.
@@ -362,7 +368,7 @@ extension VaultFileSystem {
                 // A long name unlinked or renamed since the listing lost its companion with
                 // it: gone, not damaged.
                 var gone = stat()
-                if Syscall.fstatat(node.fd, ent.name, &gone, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT { continue }
+                if Syscall.fstatat(fd, ent.name, &gone, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT { continue }
                 log(logPhrase(node.nodeID, { "skipping an entry of \($0) whose name fails authentication: \(String(decoding: ent.name, as: UTF8.self))" },
                               otherwise: "skipping a directory entry whose name fails authentication ('photovault fsck' names it)"))
             }
@@ -392,7 +398,7 @@ extension VaultFileSystem {
             var counted = false
             if plus && !ent.backing.isEmpty {
                 do {
-                    e = try lookupBacking(d.inode, ent.backing, plain: Array(ent.name.dropLast()))
+                    e = try lookupBacking(d.inode, ent.backing, plain: Array(ent.name.dropLast()), listing: true)
                     counted = true
                 } catch FSError.posix(ENOENT) {
                     i += 1
@@ -423,15 +429,20 @@ extension VaultFileSystem {
 
     func releasedir(_ req: fuse_req_t?, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
         if let fi, let p = UnsafeRawPointer(bitPattern: UInt(fi.pointee.fh)) {
-            Unmanaged<OpenDirectory>.fromOpaque(p).release()
+            let d = Unmanaged<OpenDirectory>.fromOpaque(p).takeRetainedValue()
             fi.pointee.fh = 0
+            table.descriptors.unpin(d.inode)
         }
         fuse_reply_err(req, 0)
     }
 
     func fsyncdir(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ datasync: Int32) {
         guard let node = table.get(ino) else { fuse_reply_err(req, ENOENT); return }
-        let fd = openat(node.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let fd: Int32
+        do { fd = openat(try node.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) } catch {
+            fuse_reply_err(req, FSError.from(error).errno)
+            return
+        }
         guard fd >= 0 else { fuse_reply_err(req, errno); return }
         let rc = datasync != 0 ? fdatasync(fd) : Glibc.fsync(fd)
         let e = rc == 0 ? 0 : errno

@@ -28,6 +28,8 @@ enum FuseOps {
                 body(fs)
             }
         }
+        // Outside the gate: closing waits until the requests in flight have ended.
+        if fs.table.descriptors.hasRetired { fs.closeRetiredDescriptors() }
     }
 
     static func table() -> fuse_lowlevel_ops {

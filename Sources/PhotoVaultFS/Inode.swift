@@ -6,14 +6,34 @@ import PhotoVaultCrypto
 /// tree may span file systems (a disk or tmpfs mounted, or a directory bind-mounted, inside
 /// it), and two of them can number different files alike. Its node ID — also the st_ino
 /// and d_ino users see, which tar, cp, du and find use to recognise hard links — is
-/// `InodeTable.nodeID(dev:ino:)`. The PV_O_PATH descriptor pins the backing inode, so its
-/// number cannot be reused while the kernel still holds this node.
+/// `InodeTable.nodeID(dev:ino:)`. Its PV_O_PATH descriptor (`fd`) comes from the table's
+/// `DescriptorCache`, which keeps only the recently used ones open and reopens the others
+/// from `backingParent` and `backingName`.
 final class Inode: @unchecked Sendable {
     let nodeID: UInt64
     let backingIno: UInt64
     let dev: UInt64
-    let fd: Int32
     let fileType: mode_t
+    private let descriptors: DescriptorCache
+
+    // Guarded by the descriptor cache's mutex.
+    var cachedFD: Int32 = -1
+    var lastUse: UInt64 = 0
+    var slot = -1
+    /// Open handles (a file or directory): the descriptor stays while there are any.
+    var pins = 0
+    /// The directory and encrypted name the backing entry was last seen under (looked up,
+    /// created or renamed through the mount); nil for the root. A strong reference: a
+    /// directory the kernel forgot still leads to its children.
+    var backingParent: Inode?
+    var backingName: [UInt8] = []
+
+    /// The backing file's PV_O_PATH descriptor, valid until the request using it ends (the
+    /// cache closes evicted ones only between requests). ESTALE when the entry was moved or
+    /// replaced underneath since the mount last saw it.
+    var fd: Int32 {
+        get throws { try descriptors.descriptor(of: self) }
+    }
 
     // Guarded by the table's mutex.
     var lookups: UInt64 = 0
@@ -30,9 +50,9 @@ final class Inode: @unchecked Sendable {
     var xattrNameFailureLogged = false
     var content: ContentState?
 
-    init(nodeID: UInt64, fd: Int32, st: stat) {
+    init(nodeID: UInt64, st: stat, descriptors: DescriptorCache) {
         self.nodeID = nodeID
-        self.fd = fd
+        self.descriptors = descriptors
         backingIno = UInt64(st.st_ino)
         dev = UInt64(st.st_dev)
         fileType = st.st_mode & S_IFMT
@@ -52,6 +72,9 @@ final class InodeTable: @unchecked Sendable {
     private let mutex = PMutex()
     private var nodes: [UInt64: Inode] = [:]
     let root: Inode
+    /// The backing root's descriptor, open for the mount's lifetime.
+    let rootFD: Int32
+    let descriptors: DescriptorCache
     /// Node ID ranges of backing inode numbers that are not passed through (see `nodeID`),
     /// by (st_dev, st_ino >> 48), kept for the mount's lifetime so that a file's number does
     /// not change between lookups. Guarded by `mutex`.
@@ -63,9 +86,13 @@ final class InodeTable: @unchecked Sendable {
     /// 15 bits of range number beside the flag and the 48 low bits.
     static let maxRanges: UInt64 = 1 << 15 - 1
 
-    init(rootFD: Int32, rootStat: stat) {
-        root = Inode(nodeID: UInt64(FUSE_ROOT_ID_VALUE), fd: rootFD, st: rootStat)
+    init(rootFD: Int32, rootStat: stat, descriptorCapacity: Int = DescriptorCache.defaultCapacity()) {
+        self.rootFD = rootFD
+        descriptors = DescriptorCache(capacity: descriptorCapacity)
+        root = Inode(nodeID: UInt64(FUSE_ROOT_ID_VALUE), st: rootStat, descriptors: descriptors)
         root.lookups = 1   // never forgotten
+        descriptors.pin(root)   // never closed by the cache
+        descriptors.adopt(rootFD, for: root)
         nodes[root.nodeID] = root
     }
 
@@ -79,40 +106,46 @@ final class InodeTable: @unchecked Sendable {
     }
 
     /// Registers one more kernel reference to the file open at `fd` (stat `st`), named
-    /// `name` in `parent`. Takes ownership of `fd` (closes it if the node already exists).
-    /// Closes `fd` if it throws (EOVERFLOW: more backing file systems than node IDs can tell
-    /// apart, see `nodeID`).
-    func insert(fd: Int32, st: stat, parent: UInt64, name: [UInt8]) throws -> Inode {
-        let (node, dup): (Inode?, Bool) = mutex.withLock {
-            guard let id = lockedNodeID(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), allocate: true) else { return (nil, true) }
+    /// `name` in `parent` (`backing` underneath). Takes ownership of `fd` (the node keeps it
+    /// in the descriptor cache, or it is closed if the node has one already). Closes `fd` if
+    /// it throws (EOVERFLOW: more backing file systems than node IDs can tell apart, see
+    /// `nodeID`).
+    /// `listing`: looked up by readdirplus (`DescriptorCache.adopt`'s `evicting: false`).
+    func insert(fd: Int32, st: stat, parent: Inode, backing: [UInt8], name: [UInt8], listing: Bool = false) throws -> Inode {
+        let node: Inode? = mutex.withLock {
+            guard let id = lockedNodeID(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), allocate: true) else { return nil }
             if let n = nodes[id] {
                 n.lookups += 1
-                n.parentID = parent
+                n.parentID = parent.nodeID
                 n.name = name
-                return (n, true)
+                return n
             }
-            let n = Inode(nodeID: id, fd: fd, st: st)
+            let n = Inode(nodeID: id, st: st, descriptors: descriptors)
             n.lookups = 1
-            n.parentID = parent
+            n.parentID = parent.nodeID
             n.name = name
             nodes[id] = n
-            return (n, false)
+            return n
         }
-        if dup { close(fd) }
-        guard let node else { throw FSError.posix(EOVERFLOW) }
+        guard let node else { close(fd); throw FSError.posix(EOVERFLOW) }
+        // A hard link's node is reopened by the name it was last looked up by.
+        if node !== root { descriptors.located(node, in: parent, as: backing) }
+        if !descriptors.adopt(fd, for: node, evicting: !listing) { close(fd) }
         return node
     }
 
-    /// The entry with backing stat `st` is now `name` in `parent` (a rename): logs then name
-    /// the file where it is, also while it stays open. Nodes the table does not hold are
-    /// left alone.
-    func renamed(_ st: stat, parent: UInt64, name: [UInt8]) {
-        mutex.withLock {
+    /// The entry with backing stat `st` is now `name` in `parent` (`backing` underneath; a
+    /// rename): logs then name the file where it is, also while it stays open, and a closed
+    /// descriptor is reopened there. Nodes the table does not hold are left alone.
+    func renamed(_ st: stat, parent: Inode, backing: [UInt8], name: [UInt8]) {
+        let moved: Inode? = mutex.withLock {
             guard let id = lockedNodeID(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), allocate: false),
-                  let n = nodes[id], n !== root else { return }
-            n.parentID = parent
+                  let n = nodes[id], n !== root else { return nil }
+            n.parentID = parent.nodeID
             n.name = name
+            return n
         }
+        if let moved { descriptors.located(moved, in: parent, as: backing) }
     }
 
     /// The directory `node` was last looked up, created or renamed in (a hard-linked file
@@ -188,15 +221,28 @@ final class InodeTable: @unchecked Sendable {
             node.lookups = node.lookups > n ? node.lookups - n : 0
             if node.lookups == 0 {
                 nodes[id] = nil
+                lockedShrinkIfSparse()
                 return node
             }
             return nil
         }
-        if let g = gone {
-            // An open handle keeps its own backing fd; the PV_O_PATH fd is only for names.
-            close(g.fd)
+        // An open handle keeps its own backing fd; the PV_O_PATH fd is only for names.
+        if let g = gone { descriptors.drop(g) }
+    }
+
+    /// Caller holds `mutex`. A dictionary never gives back the room it grew to: after the
+    /// kernel forgot most of a large library (drop_caches, memory pressure), the table is
+    /// rebuilt at its present size so that its memory follows what the kernel remembers.
+    private func lockedShrinkIfSparse() {
+        if nodes.capacity > 4096 && nodes.count < nodes.capacity / 8 {
+            var fresh = [UInt64: Inode](minimumCapacity: nodes.count * 2)
+            for (id, n) in nodes { fresh[id] = n }
+            nodes = fresh
         }
     }
+
+    /// Nodes the kernel remembers now (the root included), for tests and status.
+    var count: Int { mutex.withLock { nodes.count } }
 
     /// "/dir/sub/name" of a node as far as the table knows it (for logs): at most the last
     /// `pathDepthLimit` names, and "…/" in front of the rest when the path is cut there (or
@@ -232,14 +278,13 @@ final class InodeTable: @unchecked Sendable {
         return all.compactMap { n in n.stateLock.withLock { n.content.map { ($0, $0.opens, $0.writers) } } }
     }
 
+    /// Unmount: every descriptor but the root's.
     func closeAll() {
-        let all: [Inode] = mutex.withLock {
-            let a = Array(nodes.values)
+        mutex.withLock {
             nodes.removeAll()
             nodes[root.nodeID] = root
-            return a
         }
-        for n in all where n !== root { close(n.fd) }
+        descriptors.closeAll(except: root)
     }
 }
 

@@ -48,7 +48,7 @@ extension VaultFileSystem {
             return try dir.stateLock.withLock {
                 if let n = dir.naming { return n }
                 do {
-                    let n = try backend.naming(forDirectory: dir.fd)
+                    let n = try backend.naming(forDirectory: try dir.fd)
                     dir.naming = n
                     return n
                 } catch {
@@ -87,7 +87,7 @@ extension VaultFileSystem {
     func ownership(_ req: fuse_req_t?, _ parent: Inode) -> Ownership? {
         guard entriesBelongToCallers, let ctx = fuse_req_ctx(req)?.pointee, ctx.uid != 0 else { return nil }
         var st = stat()
-        let setgid = fstatat(parent.fd, "", &st, PV_AT_EMPTY_PATH) == 0 && st.st_mode & S_ISGID != 0
+        let setgid = (try? parent.fd).map { fstatat($0, "", &st, PV_AT_EMPTY_PATH) == 0 } == true && st.st_mode & S_ISGID != 0
         return Ownership(uid: ctx.uid, gid: setgid ? gid_t.max : ctx.gid)
     }
 
@@ -124,7 +124,7 @@ extension VaultFileSystem {
             } else {
                 a.st_size = off_t(backend.plaintextSize(backingSize: Int64(st.st_size)))
             }
-        } else if node.isSymlink, let raw = try? Syscall.readlink(node.fd),
+        } else if node.isSymlink, let raw = try? Syscall.readlink(try node.fd),
                   let plain = try? backend.openLinkTarget(raw) {
             a.st_size = off_t(plain.count)
         }
@@ -133,7 +133,7 @@ extension VaultFileSystem {
 
     func attributes(of node: Inode) throws -> stat {
         var st = stat()
-        guard fstatat(node.fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
+        guard fstatat(try node.fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
         return presented(st, node)
     }
 
@@ -154,27 +154,29 @@ extension VaultFileSystem {
     /// same name can be between the two.)
     func makingName<T>(_ name: [UInt8], in p: Inode, _ body: ([UInt8]) throws -> T) throws -> T {
         let nm = try naming(of: p)
-        let b = try backend.prepareName(name, in: nm, dirFD: p.fd)
+        let pfd = try p.fd
+        let b = try backend.prepareName(name, in: nm, dirFD: pfd)
         do {
             return try body(b)
         } catch {
             var st = stat()
-            if Syscall.fstatat(p.fd, b, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT {
-                backend.nameRemoved(b, in: nm, dirFD: p.fd)
+            if Syscall.fstatat(pfd, b, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT {
+                backend.nameRemoved(b, in: nm, dirFD: pfd)
             }
             throw error
         }
     }
 
-    /// Looks up backing entry `backing` of `parent` and counts one kernel reference.
-    func lookupBacking(_ parent: Inode, _ backing: [UInt8], plain: [UInt8]) throws -> fuse_entry_param {
-        let fd = Syscall.openat(parent.fd, backing, PV_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+    /// Looks up backing entry `backing` of `parent` and counts one kernel reference
+    /// (`listing`: for readdirplus, see `InodeTable.insert`).
+    func lookupBacking(_ parent: Inode, _ backing: [UInt8], plain: [UInt8], listing: Bool = false) throws -> fuse_entry_param {
+        let fd = Syscall.openat(try parent.fd, backing, PV_O_PATH | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw FSError.last() }
         var st = stat()
         guard fstatat(fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else {
             let e = errno; close(fd); throw FSError.posix(e)
         }
-        let node = try table.insert(fd: fd, st: st, parent: parent.nodeID, name: plain)
+        let node = try table.insert(fd: fd, st: st, parent: parent, backing: backing, name: plain, listing: listing)
         return entry(node, st)
     }
 
@@ -184,7 +186,7 @@ extension VaultFileSystem {
         let name = Self.bytes(cname)
         do {
             let p = try table.require(parent)
-            let b = try backend.backingName(name, in: try naming(of: p), dirFD: p.fd)
+            let b = try backend.backingName(name, in: try naming(of: p), dirFD: try p.fd)
             var e = try lookupBacking(p, b, plain: name)
             fuse_reply_entry(req, &e)
         } catch FSError.posix(ENOENT) {
@@ -220,7 +222,8 @@ extension VaultFileSystem {
         do {
             let node = try table.require(ino)
             guard let a = attr?.pointee else { throw FSError.invalidArgument }
-            let proc = Syscall.procPath(node.fd)
+            let fd = try node.fd
+            let proc = Syscall.procPath(fd)
             if valid & FUSE_SET_ATTR_MODE != 0 {
                 guard !node.isSymlink else { throw FSError.notSupported }
                 guard chmod(proc, a.st_mode & (node.isRegular ? Self.fileModeBits : 0o7777)) == 0 else { throw FSError.last() }
@@ -228,7 +231,7 @@ extension VaultFileSystem {
             if valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
                 let uid = valid & FUSE_SET_ATTR_UID != 0 ? a.st_uid : uid_t.max
                 let gid = valid & FUSE_SET_ATTR_GID != 0 ? a.st_gid : gid_t.max
-                guard fchownat(node.fd, "", uid, gid, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
+                guard fchownat(fd, "", uid, gid, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
             }
             if valid & FUSE_SET_ATTR_SIZE != 0 {
                 guard node.isRegular else { throw node.isDirectory ? FSError.isDirectory : FSError.invalidArgument }
@@ -259,7 +262,7 @@ extension VaultFileSystem {
     func access(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ mask: Int32) {
         do {
             let node = try table.require(ino)
-            guard faccessat(AT_FDCWD, Syscall.procPath(node.fd), mask, 0) == 0 else { throw FSError.last() }
+            guard faccessat(AT_FDCWD, Syscall.procPath(try node.fd), mask, 0) == 0 else { throw FSError.last() }
             fuse_reply_err(req, 0)
         } catch {
             fail(req, error, "access \(table.path(of: ino))")
@@ -268,7 +271,7 @@ extension VaultFileSystem {
 
     func statfs(_ req: fuse_req_t?) {
         var sv = statvfs()
-        if fstatvfs(table.root.fd, &sv) != 0 {
+        if fstatvfs(table.rootFD, &sv) != 0 {
             fuse_reply_err(req, errno)
         } else {
             sv.f_namemax = 255
@@ -283,9 +286,10 @@ extension VaultFileSystem {
         do {
             let p = try table.require(parent)
             let nm = try naming(of: p)
+            let pfd = try p.fd
             var e = try makingName(name, in: p) { b in
-                try backend.makeDirectory(named: b, in: p.fd, parent: nm, mode: mode & 0o7777)
-                ownership(req, p)?.apply(to: b, in: p.fd)
+                try backend.makeDirectory(named: b, in: pfd, parent: nm, mode: mode & 0o7777)
+                ownership(req, p)?.apply(to: b, in: pfd)
                 return try lookupBacking(p, b, plain: name)
             }
             fuse_reply_entry(req, &e)
@@ -299,9 +303,10 @@ extension VaultFileSystem {
         do {
             let p = try table.require(parent)
             let nm = try naming(of: p)
-            let b = try backend.backingName(name, in: nm, dirFD: p.fd)
-            try backend.removeDirectory(named: b, in: p.fd)
-            backend.nameRemoved(b, in: nm, dirFD: p.fd)
+            let pfd = try p.fd
+            let b = try backend.backingName(name, in: nm, dirFD: pfd)
+            try backend.removeDirectory(named: b, in: pfd)
+            backend.nameRemoved(b, in: nm, dirFD: pfd)
             fuse_reply_err(req, 0)
         } catch {
             fail(req, error, "rmdir \(childPath(parent, name))")
@@ -313,9 +318,10 @@ extension VaultFileSystem {
         do {
             let p = try table.require(parent)
             let nm = try naming(of: p)
-            let b = try backend.backingName(name, in: nm, dirFD: p.fd)
-            guard Syscall.unlinkat(p.fd, b, 0) == 0 else { throw FSError.last() }
-            backend.nameRemoved(b, in: nm, dirFD: p.fd)
+            let pfd = try p.fd
+            let b = try backend.backingName(name, in: nm, dirFD: pfd)
+            guard Syscall.unlinkat(pfd, b, 0) == 0 else { throw FSError.last() }
+            backend.nameRemoved(b, in: nm, dirFD: pfd)
             fuse_reply_err(req, 0)
         } catch {
             fail(req, error, "unlink \(childPath(parent, name))")
@@ -327,9 +333,10 @@ extension VaultFileSystem {
         do {
             let p = try table.require(parent)
             let sealed = try backend.sealLinkTarget(Self.bytes(link))
+            let pfd = try p.fd
             var e = try makingName(name, in: p) { b in
-                guard Syscall.symlinkat(sealed, p.fd, b) == 0 else { throw FSError.last() }
-                ownership(req, p)?.apply(to: b, in: p.fd)
+                guard Syscall.symlinkat(sealed, pfd, b) == 0 else { throw FSError.last() }
+                ownership(req, p)?.apply(to: b, in: pfd)
                 return try lookupBacking(p, b, plain: name)
             }
             fuse_reply_entry(req, &e)
@@ -342,7 +349,7 @@ extension VaultFileSystem {
         do {
             let node = try table.require(ino)
             guard node.isSymlink else { throw FSError.invalidArgument }
-            var plain = try backend.openLinkTarget(try Syscall.readlink(node.fd))
+            var plain = try backend.openLinkTarget(try Syscall.readlink(try node.fd))
             plain.append(0)
             plain.withUnsafeBufferPointer { p in
                 p.baseAddress!.withMemoryRebound(to: CChar.self, capacity: p.count) { _ = fuse_reply_readlink(req, $0) }
@@ -357,12 +364,13 @@ extension VaultFileSystem {
         do {
             let node = try table.require(ino)
             let p = try table.require(newparent)
+            let fd = try node.fd, pfd = try p.fd
             try makingName(name, in: p) { b in
-                let rc = Syscall.withCName(b) { linkat(AT_FDCWD, Syscall.procPath(node.fd), p.fd, $0, AT_SYMLINK_FOLLOW) }
+                let rc = Syscall.withCName(b) { linkat(AT_FDCWD, Syscall.procPath(fd), pfd, $0, AT_SYMLINK_FOLLOW) }
                 guard rc == 0 else { throw FSError.last() }
             }
             var st = stat()
-            guard fstatat(node.fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
+            guard fstatat(fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
             table.addLookup(node)
             var e = entry(node, st)
             fuse_reply_entry(req, &e)
@@ -378,24 +386,25 @@ extension VaultFileSystem {
             guard flags & ~UInt32(RENAME_NOREPLACE_VALUE | RENAME_EXCHANGE_VALUE) == 0 else { throw FSError.invalidArgument }
             let p = try table.require(parent), np = try table.require(newparent)
             let nm = try naming(of: p)
-            let ob = try backend.backingName(name, in: nm, dirFD: p.fd)
+            let pfd = try p.fd, npfd = try np.fd
+            let ob = try backend.backingName(name, in: nm, dirFD: pfd)
             let nb = try makingName(newname, in: np) { nb in
-                if Syscall.renameat2(p.fd, ob, np.fd, nb, flags) != 0 {
+                if Syscall.renameat2(pfd, ob, npfd, nb, flags) != 0 {
                     let e = errno
                     // A directory may replace an empty one (rename(2)); the backing target still
                     // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST.
                     guard flags == 0, e == ENOTEMPTY || e == EEXIST else { throw FSError.posix(e) }
-                    try replaceEmptyDirectory(p.fd, ob, np.fd, nb)
+                    try replaceEmptyDirectory(pfd, ob, npfd, nb)
                 }
                 return nb
             }
             if flags & UInt32(RENAME_EXCHANGE_VALUE) == 0 && !(p === np && ob == nb) {
-                backend.nameRemoved(ob, in: nm, dirFD: p.fd)
+                backend.nameRemoved(ob, in: nm, dirFD: pfd)
             }
             var st = stat()
-            if Syscall.fstatat(np.fd, nb, &st, AT_SYMLINK_NOFOLLOW) == 0 { table.renamed(st, parent: newparent, name: newname) }
-            if flags & UInt32(RENAME_EXCHANGE_VALUE) != 0, Syscall.fstatat(p.fd, ob, &st, AT_SYMLINK_NOFOLLOW) == 0 {
-                table.renamed(st, parent: parent, name: name)
+            if Syscall.fstatat(npfd, nb, &st, AT_SYMLINK_NOFOLLOW) == 0 { table.renamed(st, parent: np, backing: nb, name: newname) }
+            if flags & UInt32(RENAME_EXCHANGE_VALUE) != 0, Syscall.fstatat(pfd, ob, &st, AT_SYMLINK_NOFOLLOW) == 0 {
+                table.renamed(st, parent: p, backing: ob, name: name)
             }
             fuse_reply_err(req, 0)
         } catch {
@@ -427,8 +436,9 @@ extension VaultFileSystem {
                     releaseContent(node, content, writes: true)
                     return entry(node, st)
                 }
-                guard Syscall.mknodat(p.fd, b, mode, rdev) == 0 else { throw FSError.last() }
-                ownership(req, p)?.apply(to: b, in: p.fd)
+                let pfd = try p.fd
+                guard Syscall.mknodat(pfd, b, mode, rdev) == 0 else { throw FSError.last() }
+                ownership(req, p)?.apply(to: b, in: pfd)
                 return try lookupBacking(p, b, plain: name)
             }
             fuse_reply_entry(req, &e)

@@ -58,21 +58,22 @@ public final class VaultFileSystem: @unchecked Sendable {
         writeOnlyBypassesCache = options.directWrites && !options.writebackCache
             && KernelRelease.directWritesKeepCachesCoherent
         entriesBelongToCallers = options.allowOther && geteuid() == 0
-        table = InodeTable(rootFD: fd, rootStat: st)
+        // First: the descriptor cache sizes itself by the limit.
         VaultFileSystem.raiseFileLimit()
+        table = InodeTable(rootFD: fd, rootStat: st)
     }
 
     deinit {
         if let se = session { fuse_session_destroy(se) }
         table.closeAll()
-        close(table.root.fd)
+        close(table.rootFD)
     }
 
-    /// Every inode the kernel remembers holds one descriptor, an open file one more, and a
-    /// file manager showing a folder of photos makes the kernel remember thousands. The soft
-    /// limit is raised to the hard one; a daemon with CAP_SYS_RESOURCE (root) raises both to
-    /// the system's `nr_open`. Past the limit, requests fail with EMFILE (a listing fails as
-    /// a whole rather than dropping names) until the kernel forgets inodes.
+    /// The nodes the kernel remembers share a bounded set of descriptors (`DescriptorCache`,
+    /// sized by this limit), but every open file holds one of its own: the soft limit is
+    /// raised to the hard one (a daemon with CAP_SYS_RESOURCE, root, raises both to the
+    /// system's `nr_open`), so that opening many files at once is limited by the same
+    /// number as for any program.
     private static func raiseFileLimit() {
         var rl = rlimit()
         guard getrlimit(RLIMIT_NOFILE_VALUE, &rl) == 0 else { return }
@@ -86,6 +87,13 @@ public final class VaultFileSystem: @unchecked Sendable {
             rl.rlim_cur = rl.rlim_max
             _ = setrlimit(RLIMIT_NOFILE_VALUE, &rl)
         }
+    }
+
+    /// Closes the descriptors the cache evicted, once every request that may still hold one
+    /// has ended: taking the request gate for writing waits for them (and holds new ones
+    /// back for that moment only; it is let go before anything is closed).
+    func closeRetiredDescriptors() {
+        table.descriptors.closeRetired { gate.withWriteLock {} }
     }
 
     // MARK: - Session lifecycle

@@ -41,7 +41,7 @@ extension VaultFileSystem {
         if let c = node.stateLock.withLock({ node.content }), let cls = c.protectionClass {
             return Array(cls.name.utf8)
         }
-        let fd = Glibc.open(Syscall.procPath(node.fd), O_RDONLY | O_CLOEXEC)
+        let fd = Glibc.open(Syscall.procPath(try node.fd), O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw FSError.last() }
         defer { close(fd) }
         // No header yet (an empty file left by a crash): the class its first write gives it,
@@ -64,7 +64,7 @@ extension VaultFileSystem {
         }
         guard let cls = ProtectionClass(name: text) else { throw FSError.invalidArgument }
         if node.isDirectory {
-            try backend.setDefaultClass(cls, in: try naming(of: node), dirFD: node.fd)
+            try backend.setDefaultClass(cls, in: try naming(of: node), dirFD: try node.fd)
         } else {
             let c = try acquireContent(node, writes: true)
             defer { releaseContent(node, c, writes: true) }
@@ -72,7 +72,7 @@ extension VaultFileSystem {
             // ciphertext's mtime, which is the file's mtime. Put atime and mtime back, as
             // the offline `class set` does (an import that sets the class after copying
             // would otherwise lose the times it preserved).
-            let proc = Syscall.procPath(node.fd)
+            let proc = Syscall.procPath(try node.fd)
             do {
                 try c.rw.withWriteLock {
                     var before = stat()
@@ -100,7 +100,7 @@ extension VaultFileSystem {
                 value = v
             } else {
                 let bname = try backend.sealXattrName(name)
-                value = try backend.openXattrValue(try Self.readXattr(node.fd, bname), name: name)
+                value = try backend.openXattrValue(try Self.readXattr(try node.fd, bname), name: name)
             }
             if size == 0 {
                 fuse_reply_xattr(req, value.count)
@@ -126,7 +126,8 @@ extension VaultFileSystem {
             }
             let bname = try backend.sealXattrName(name)
             let sealed = try backend.sealXattrValue(value, name: name)
-            let rc = sealed.withUnsafeBytes { CFuse.setxattr(Syscall.procPath(node.fd), Self.cName(bname), $0.baseAddress, sealed.count, flags) }
+            let proc = Syscall.procPath(try node.fd)
+            let rc = sealed.withUnsafeBytes { CFuse.setxattr(proc, Self.cName(bname), $0.baseAddress, sealed.count, flags) }
             guard rc == 0 else { throw FSError.last() }
             fuse_reply_err(req, 0)
         } catch {
@@ -140,7 +141,7 @@ extension VaultFileSystem {
             var names = virtualNames(node).map { Array($0.utf8) }
             var damaged = false
             var listsTrusted: Bool?   // asked once, when the first trusted.* name comes
-            for b in try Self.listXattrs(node.fd) {
+            for b in try Self.listXattrs(try node.fd) {
                 if let plain = backend.openXattrName(b) {
                     if plain.starts(with: Self.trustedPrefix) {
                         if listsTrusted == nil { listsTrusted = CallerCapabilities.holds(CallerCapabilities.sysAdmin, req) }
@@ -176,7 +177,7 @@ extension VaultFileSystem {
                 return
             }
             let bname = try backend.sealXattrName(name)
-            guard CFuse.removexattr(Syscall.procPath(node.fd), Self.cName(bname)) == 0 else { throw FSError.last() }
+            guard CFuse.removexattr(Syscall.procPath(try node.fd), Self.cName(bname)) == 0 else { throw FSError.last() }
             fuse_reply_err(req, 0)
         } catch {
             fail(req, error, "removexattr \(table.path(of: ino)) \(Self.shown(name))")
