@@ -212,22 +212,52 @@ enum MountDaemon {
         for r in held where stoppedBy == nil { handler(r) }   // a lock signal (SIGUSR1) that came early
         keeper?.start()
 
-        let code = fs.run()
-        thumbnailGuard?.deactivate()
+        // Everything after the loop, done once: by this thread when the loop ends, or by the
+        // mount watch when the loop cannot end (another namespace keeps the connection).
+        let ending = DaemonEnding()
+        let finish = {
+            thumbnailGuard?.deactivate()
+            controller.shutDown()   // wipes the file system's keys; no unlock can follow
+            keyring.wipeAll()
+            signals.stop()
+            idle?.stop()
+            bus?.stop()
+            keeper?.stop()
+            control?.stop()
+            registry.unregister(mountpoint: canonicalMP)
+            treeLock.release()
+            mountLock?.release()
+            log("unmounted \(canonicalMP); keys zeroed")
+        }
+        let watch = MountWatch(mountpoint: canonicalMP)
+        watch?.start {
+            // Unmounted here, by whatever means. The keys go first; the loop then ends by itself
+            // when that was the last copy of the mount. Otherwise (a copy in another mount
+            // namespace, a file open in a lazily unmounted mount) the process ends, and with
+            // its /dev/fuse descriptor the kernel aborts the connection: every copy answers
+            // ENOTCONN from then on, and the user can mount again.
+            log("the mount at \(canonicalMP) was unmounted: zeroing the keys")
+            controller.shutDown()
+            keyring.wipeAll()
+            fs.mountLeftNamespace()
+            if ending.loopEnded.wait(timeout: .now() + MountDaemon.loopEndWait) == .success { return }
+            guard ending.claim() else { return }
+            log("the mount lives on elsewhere (another mount namespace, or a file open in a detached mount): ending its connection")
+            finish()
+            _exit(0)
+        }
 
-        controller.shutDown()   // wipes the file system's keys; no unlock can follow
-        keyring.wipeAll()
-        signals.stop()
-        idle?.stop()
-        bus?.stop()
-        keeper?.stop()
-        control?.stop()
-        registry.unregister(mountpoint: canonicalMP)
-        treeLock.release()
-        mountLock?.release()
-        log("unmounted \(canonicalMP); keys zeroed")
+        let code = fs.run()
+        ending.loopEnded.signal()
+        watch?.stop()
+        // The watch may be finishing already: it ends the process when done.
+        guard ending.claim() else { while true { pause() } }
+        finish()
         return code
     }
+
+    /// How long the mount watch gives the request loop to end by itself after an unmount.
+    static let loopEndWait = 1.0
 
     /// A warning `photovault mount` prints (the journal's log when mounted in the foreground).
     static func warn(_ message: String, reporter: ReadyReporter?, log: (String) -> Void) {
@@ -318,6 +348,18 @@ final class RegistrationKeeper: @unchecked Sendable {
     private static func exists(_ path: String) -> Bool {
         var st = stat()
         return lstat(path, &st) == 0
+    }
+}
+
+/// Whichever of the request loop and the mount watch ends the daemon (see `serve`).
+final class DaemonEnding: @unchecked Sendable {
+    let loopEnded = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var claimed = false
+
+    /// True for the first caller only.
+    func claim() -> Bool {
+        lock.withLock { defer { claimed = true }; return !claimed }
     }
 }
 

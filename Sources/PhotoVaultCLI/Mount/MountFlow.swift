@@ -201,6 +201,12 @@ enum MountFlow {
         if let e = entry {
             let deadline = monotonicMs() + 10_000
             while RuntimeRegistry.isRunning(e.pid, startTime: e.startTime) && monotonicMs() < deadline { usleep(20_000) }
+            // It ends even while another mount namespace holds a copy of the mount (MountWatch);
+            // one that does not must not be reported as unmounted: it may still hold the keys.
+            if RuntimeRegistry.isRunning(e.pid, startTime: e.startTime) {
+                throw CLIError.failed("\(mp) is unmounted, but its daemon (photovault process \(e.pid)) has not ended: "
+                                      + "kill it (kill \(e.pid)) to make sure its keys are gone")
+            }
         }
         return 0
     }
