@@ -21,7 +21,7 @@ public struct PasswordInput {
     var terminalPath = "/dev/tty"
     /// Where a warning about a password file goes (one line, no prefix); stderr in real use.
     var warn: (String) -> Void = { line in
-        _ = "photovault: warning: \(line)\n".withCString { fputs($0, stderr) }
+        _ = "photovault: warning: \(DisplayText.escape(line))\n".withCString { fputs($0, stderr) }
         fflush(stderr)
     }
 

@@ -395,9 +395,10 @@ final class ReadyReporter: @unchecked Sendable {
     /// A line the waiting `photovault mount` prints as a warning (before OK).
     func warn(_ message: String) {
         guard fd >= 0 else { return }
-        let b = Array("WARN \(message)\n".utf8)
+        let b = Array("WARN \(DisplayText.escape(message))\n".utf8)
         _ = b.withUnsafeBytes { write(fd, $0.baseAddress!, b.count) }
     }
+    /// `message` is one line: an error's, which `PhotoVaultCLI.describe` escaped already.
     func fail(code: Int32, _ message: String) { send("ERR \(code) \(message)\n") }
     @discardableResult
     private func send(_ s: String) -> Bool {
@@ -476,14 +477,14 @@ enum Logger {
     static func stderr() -> @Sendable (String) -> Void {
         // write(2), not FileHandle, whose write traps on an error (EPIPE, EIO).
         { msg in
-            let line = Array("photovault: \(msg)\n".utf8)
+            let line = Array("photovault: \(DisplayText.escape(msg))\n".utf8)
             _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress!, $0.count) }
         }
     }
     static func syslog() -> @Sendable (String) -> Void {
         openlog("photovault", LOG_PID, LOG_USER)
         return { msg in
-            msg.withCString { m in pv_syslog(LOG_NOTICE, m) }
+            DisplayText.escape(msg).withCString { m in pv_syslog(LOG_NOTICE, m) }
         }
     }
 }
