@@ -100,19 +100,25 @@ public enum PhotoVaultCLI {
         return code
     }
 
-    /// The stderr line and exit code for any error a command may throw.
+    /// The stderr line and exit code for any error a command may throw. Names and paths in
+    /// it are escaped (`DisplayText`): an error line is one line, whatever a name holds.
     public static func describe(_ error: Error) -> (String, Int32) {
+        let (message, code) = unescapedDescription(error)
+        return (DisplayText.escape(message), code)
+    }
+
+    private static func unescapedDescription(_ error: Error) -> (String, Int32) {
         switch error {
         case let e as UsageError: return (e.description, ExitCodes.usage)
         case let e as TransferFailure:
-            let (message, code) = describe(e.underlying)
+            let (message, code) = unescapedDescription(e.underlying)
             return ("\(message) (\(e.note))", code)
         case let e as StoreError: return ("photovault: \(e.description)", e.exitCode)
         case let e as CLIError: return ("photovault: \(e.description)", e.exitCode)
         // The background daemon reports its failure with the exit code it computed.
         case let e as DaemonFailure: return ("photovault: \(e.message)", e.code)
         case let e as CryptoError:
-            if e == .memoryNotLocked { return describe(StoreError.keyMemoryNotLocked) }
+            if e == .memoryNotLocked { return unescapedDescription(StoreError.keyMemoryNotLocked) }
             // An authentication failure outside the store's own checks is still an integrity failure.
             let code: Int32 = e == .authenticationFailed ? 22 : ExitCodes.generic
             return ("photovault: \(e.description)", code)

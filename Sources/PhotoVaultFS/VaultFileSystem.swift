@@ -187,6 +187,18 @@ public final class VaultFileSystem: @unchecked Sendable {
         }
     }
 
+    /// The mount has left the daemon's namespace (unmounted there, maybe alive in another one):
+    /// marks the session finished without unmounting anything, since whatever is at the
+    /// mountpoint now is not this mount. `run()` returns once the kernel ends the connection;
+    /// while another copy of the mount lives it does not, and the caller ends the process.
+    public func mountLeftNamespace() {
+        lifecycle.withLock {
+            exitRequested = true
+            if let se = session { fuse_session_exit(se) }
+            mounted = false
+        }
+    }
+
     /// Lock grace period (`--on-lock unmount`): handles already open may finish, but no new
     /// open or create succeeds from now on.
     public func refuseNewOpens() {

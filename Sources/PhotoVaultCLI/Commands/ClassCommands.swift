@@ -26,7 +26,7 @@ enum ClassCommands {
                 try vault.writing { try ClassTool(tree: vault.tree).set(path, to: cls) }
             }
         }
-        print("\(path): \(cls.name)")
+        print("\(DisplayText.escape(path)): \(cls.name)")
         return 0
     }
 
@@ -52,12 +52,12 @@ enum ClassCommands {
                 .sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
             for n in names {
                 let cls = try? MountRoute.className(Array(StorePath.join(dir, n).utf8CString), display: n)
-                print("\(cls ?? "-")\t\(StorePath.join(vaultDir, n))")
+                print("\(cls ?? "-")\t\(DisplayText.escape(StorePath.join(vaultDir, n)))")
             }
             return 0
         }
         for info in try ClassTool(tree: OfflineAccess.openTree(args)).list(dir) {
-            print("\(info.protectionClass?.name ?? "-")\t\(info.path)")
+            print("\(info.protectionClass?.name ?? "-")\t\(DisplayText.escape(info.path))")
         }
         return 0
     }

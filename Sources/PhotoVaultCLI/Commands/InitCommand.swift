@@ -23,8 +23,8 @@ enum InitCommand {
             chunk = n
         }
         try layout.initialise(config: StoreConfig(cipher: cipher, chunkSize: chunk))
-        print("Created an empty PhotoVault store at \(layout.root) (\(cipher.name), \(chunk)-byte chunks).")
-        print("Next: photovault user add [USER] --store \(layout.root)")
+        print("Created an empty PhotoVault store at \(DisplayText.escape(layout.root)) (\(cipher.name), \(chunk)-byte chunks).")
+        print("Next: photovault user add [USER] --store \(DisplayText.escape(layout.root))")
         return 0
     }
 }

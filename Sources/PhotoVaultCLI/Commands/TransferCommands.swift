@@ -32,7 +32,7 @@ enum TransferCommands {
                 }
             }
             let more = skipped == 0 ? "" : "; \(skipped) skipped (named above)"
-            FileHandle.standardError.write(Data("imported through the live mount at \(mp)\(more)\n".utf8))
+            FileHandle.standardError.write(Data("imported through the live mount at \(DisplayText.escape(mp))\(DisplayText.escape(more))\n".utf8))
             return skipped == 0 ? 0 : ExitCodes.partialTransfer
         }
         PartialFile.catchSignals()   // a Ctrl-C leaves no half-written file behind
@@ -137,7 +137,7 @@ enum TransferCommands {
             if case .fileStarted(let path, _) = e { current = path; if replacing != path { replacing = nil } }
             if case .file = e { current = nil; replacing = nil }
             if case .skipped(let path, let reason) = e {
-                let line = (barShown ? "\n" : "") + "photovault: skipped \(path): \(reason)\n"
+                let line = (barShown ? "\n" : "") + DisplayText.escape("photovault: skipped \(path): \(reason)") + "\n"
                 barShown = false
                 FileHandle.standardError.write(Data(line.utf8))
                 return
@@ -168,7 +168,7 @@ enum TransferCommands {
         func finish(_ s: TransferSummary, seconds: Double) {
             if barShown { FileHandle.standardError.write(Data("\n".utf8)) }
             let skipped = s.skipped.isEmpty ? "" : "; \(s.skipped.count) skipped (named above)"
-            FileHandle.standardError.write(Data((OfflineAccess.progressLine(s, verb: verb, seconds: seconds) + skipped + "\n").utf8))
+            FileHandle.standardError.write(Data((DisplayText.escape(OfflineAccess.progressLine(s, verb: verb, seconds: seconds) + skipped) + "\n").utf8))
         }
     }
 }

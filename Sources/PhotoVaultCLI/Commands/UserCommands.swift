@@ -14,7 +14,7 @@ enum UserCommands {
         let recovery = try accounts.add(user: user, password: password, deviceBound: args.flag("this-device-only"),
                                         parameters: KDFProfile.forNewAccounts)
         defer { recovery.wipe() }
-        try showOrUndo(recovery, after: "Created the account '\(user)'\(args.flag("this-device-only") ? " (bound to this device)" : "").\n"
+        try showOrUndo(recovery, after: "Created the account '\(DisplayText.escape(user))'\(args.flag("this-device-only") ? " (bound to this device)" : "").\n"
                        + "Recovery key: write it down and keep it apart from this computer. It is shown only once;\n"
                        + "without it a forgotten password cannot be recovered by anyone.\n\n",
                        undone: "the account was not created",
@@ -80,7 +80,7 @@ enum UserCommands {
             defer { new.wipe() }
             try accounts.finishPasswordChange(change, new: new)
         }
-        print("Password changed for '\(user)'. No photo was re-encrypted; the recovery key is unchanged.")
+        print("Password changed for '\(DisplayText.escape(user))'. No photo was re-encrypted; the recovery key is unchanged.")
         return 0
     }
 
@@ -101,7 +101,7 @@ enum UserCommands {
         let new = try TerminalRestore.holding(key.bytes) { try input.newPassword(args) }
         defer { new.wipe() }
         try accounts.resetPassword(user: user, recoveryKey: key, new: new)
-        print("New password set for '\(user)'.")
+        print("New password set for '\(DisplayText.escape(user))'.")
         return 0
     }
 
@@ -118,8 +118,8 @@ enum UserCommands {
                 .map { TreeLockHolder.closing($0)
                     ?? CLIError.removeWhileMounted(user: user, mountpoint: $0.mountpoint, pid: $0.pid, deletePhotos: deletePhotos) }
         }
-        print(deletePhotos ? "Removed the account '\(user)' and its photos."
-                           : "Removed the account '\(user)'. Its encrypted photos stay in the store, unreadable without the account.")
+        print(deletePhotos ? "Removed the account '\(DisplayText.escape(user))' and its photos."
+                           : "Removed the account '\(DisplayText.escape(user))'. Its encrypted photos stay in the store, unreadable without the account.")
         return 0
     }
 

@@ -212,22 +212,52 @@ enum MountDaemon {
         for r in held where stoppedBy == nil { handler(r) }   // a lock signal (SIGUSR1) that came early
         keeper?.start()
 
-        let code = fs.run()
-        thumbnailGuard?.deactivate()
+        // Everything after the loop, done once: by this thread when the loop ends, or by the
+        // mount watch when the loop cannot end (another namespace keeps the connection).
+        let ending = DaemonEnding()
+        let finish = {
+            thumbnailGuard?.deactivate()
+            controller.shutDown()   // wipes the file system's keys; no unlock can follow
+            keyring.wipeAll()
+            signals.stop()
+            idle?.stop()
+            bus?.stop()
+            keeper?.stop()
+            control?.stop()
+            registry.unregister(mountpoint: canonicalMP)
+            treeLock.release()
+            mountLock?.release()
+            log("unmounted \(canonicalMP); keys zeroed")
+        }
+        let watch = MountWatch(mountpoint: canonicalMP)
+        watch?.start {
+            // Unmounted here, by whatever means. The keys go first; the loop then ends by itself
+            // when that was the last copy of the mount. Otherwise (a copy in another mount
+            // namespace, a file open in a lazily unmounted mount) the process ends, and with
+            // its /dev/fuse descriptor the kernel aborts the connection: every copy answers
+            // ENOTCONN from then on, and the user can mount again.
+            log("the mount at \(canonicalMP) was unmounted: zeroing the keys")
+            controller.shutDown()
+            keyring.wipeAll()
+            fs.mountLeftNamespace()
+            if ending.loopEnded.wait(timeout: .now() + MountDaemon.loopEndWait) == .success { return }
+            guard ending.claim() else { return }
+            log("the mount lives on elsewhere (another mount namespace, or a file open in a detached mount): ending its connection")
+            finish()
+            _exit(0)
+        }
 
-        controller.shutDown()   // wipes the file system's keys; no unlock can follow
-        keyring.wipeAll()
-        signals.stop()
-        idle?.stop()
-        bus?.stop()
-        keeper?.stop()
-        control?.stop()
-        registry.unregister(mountpoint: canonicalMP)
-        treeLock.release()
-        mountLock?.release()
-        log("unmounted \(canonicalMP); keys zeroed")
+        let code = fs.run()
+        ending.loopEnded.signal()
+        watch?.stop()
+        // The watch may be finishing already: it ends the process when done.
+        guard ending.claim() else { while true { pause() } }
+        finish()
         return code
     }
+
+    /// How long the mount watch gives the request loop to end by itself after an unmount.
+    static let loopEndWait = 1.0
 
     /// A warning `photovault mount` prints (the journal's log when mounted in the foreground).
     static func warn(_ message: String, reporter: ReadyReporter?, log: (String) -> Void) {
@@ -321,6 +351,18 @@ final class RegistrationKeeper: @unchecked Sendable {
     }
 }
 
+/// Whichever of the request loop and the mount watch ends the daemon (see `serve`).
+final class DaemonEnding: @unchecked Sendable {
+    let loopEnded = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var claimed = false
+
+    /// True for the first caller only.
+    func claim() -> Bool {
+        lock.withLock { defer { claimed = true }; return !claimed }
+    }
+}
+
 /// Signals that come while the daemon mounts, held until its lock controller takes them.
 final class EarlySignals: @unchecked Sendable {
     private let lock = NSLock()
@@ -353,9 +395,10 @@ final class ReadyReporter: @unchecked Sendable {
     /// A line the waiting `photovault mount` prints as a warning (before OK).
     func warn(_ message: String) {
         guard fd >= 0 else { return }
-        let b = Array("WARN \(message)\n".utf8)
+        let b = Array("WARN \(DisplayText.escape(message))\n".utf8)
         _ = b.withUnsafeBytes { write(fd, $0.baseAddress!, b.count) }
     }
+    /// `message` is one line: an error's, which `PhotoVaultCLI.describe` escaped already.
     func fail(code: Int32, _ message: String) { send("ERR \(code) \(message)\n") }
     @discardableResult
     private func send(_ s: String) -> Bool {
@@ -434,14 +477,14 @@ enum Logger {
     static func stderr() -> @Sendable (String) -> Void {
         // write(2), not FileHandle, whose write traps on an error (EPIPE, EIO).
         { msg in
-            let line = Array("photovault: \(msg)\n".utf8)
+            let line = Array("photovault: \(DisplayText.escape(msg))\n".utf8)
             _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress!, $0.count) }
         }
     }
     static func syslog() -> @Sendable (String) -> Void {
         openlog("photovault", LOG_PID, LOG_USER)
         return { msg in
-            msg.withCString { m in pv_syslog(LOG_NOTICE, m) }
+            DisplayText.escape(msg).withCString { m in pv_syslog(LOG_NOTICE, m) }
         }
     }
 }

@@ -68,7 +68,7 @@ enum MountFlow {
         } catch let d as DaemonFailure {
             throw d
         }
-        print("Mounted the vault of \(user) at \(settings.mountpoint)")
+        print("Mounted the vault of \(DisplayText.escape(user)) at \(DisplayText.escape(settings.mountpoint))")
         return 0
     }
 
@@ -143,7 +143,7 @@ enum MountFlow {
     /// photo-vault app does. Only on a terminal; scripts get the 'not initialised' error.
     static func offerFirstRun(layout: StoreLayout, user: String, args: ParsedArguments) throws -> Bool {
         guard isatty(0) == 1, isatty(2) == 1, (try? PasswordInput.source(args)) == .terminal else { return false }
-        FileHandle.standardError.write(Data("No PhotoVault store at \(layout.root).\nCreate it, with an account for '\(user)'? [y/N] ".utf8))
+        FileHandle.standardError.write(Data("No PhotoVault store at \(DisplayText.escape(layout.root)).\nCreate it, with an account for '\(DisplayText.escape(user))'? [y/N] ".utf8))
         guard let answer = readLine(), answer.lowercased().hasPrefix("y") else { return false }
         try AccountName.checkNew(user)
         // The password first, judged before anything is created: a mistyped confirmation or a
@@ -201,6 +201,12 @@ enum MountFlow {
         if let e = entry {
             let deadline = monotonicMs() + 10_000
             while RuntimeRegistry.isRunning(e.pid, startTime: e.startTime) && monotonicMs() < deadline { usleep(20_000) }
+            // It ends even while another mount namespace holds a copy of the mount (MountWatch);
+            // one that does not must not be reported as unmounted: it may still hold the keys.
+            if RuntimeRegistry.isRunning(e.pid, startTime: e.startTime) {
+                throw CLIError.failed("\(mp) is unmounted, but its daemon (photovault process \(e.pid)) has not ended: "
+                                      + "kill it (kill \(e.pid)) to make sure its keys are gone")
+            }
         }
         return 0
     }
@@ -271,10 +277,11 @@ enum MountFlow {
         for e in entries {
             let reply = try? ControlClient.send(path: RuntimeRegistry().socketPath(forMountpoint: e.mountpoint),
                                                 request: ControlRequest(command: "status"), timeout: 3)
-            print("\(e.mountpoint)\tpid=\(e.pid)\t\(reply?.message ?? "state=unknown")")
+            print("\(DisplayText.escape(e.mountpoint))\tpid=\(e.pid)\t\(reply?.message ?? "state=unknown")")
         }
         for mp in Set(dead).sorted() {
-            print("\(mp)\tstate=dead (its daemon is gone: run 'photovault unmount \(mp)')")
+            let shown = DisplayText.escape(mp)
+            print("\(shown)\tstate=dead (its daemon is gone: run 'photovault unmount \(shown)')")
         }
         return 0
     }

@@ -174,6 +174,8 @@ struct MountInfoEntry {
     var fsType: String
     /// The `user_id=` of a FUSE mount's super options: who mounted it.
     var ownerUID: uid_t? = nil
+    /// mountinfo's first field: unique among the mounts that exist at one time.
+    var mountID: String? = nil
 
     /// Every mount of this mount namespace, in mount order (a later one covers an earlier one
     /// at the same place).
@@ -187,7 +189,7 @@ struct MountInfoEntry {
             let superOptions = halves[1].split(separator: " ").dropFirst(2).first?.split(separator: ",") ?? []
             let owner = superOptions.first { $0.hasPrefix("user_id=") }.flatMap { uid_t($0.dropFirst("user_id=".count)) }
             return MountInfoEntry(mountpoint: unescapeMountinfo(String(f[4])), device: String(f[2]), fsType: String(type),
-                                  ownerUID: owner)
+                                  ownerUID: owner, mountID: String(f[0]))
         }
     }
 

@@ -69,26 +69,8 @@ public struct FsckProblem: Equatable, Sendable, CustomStringConvertible {
     /// raw would split the report or act on the terminal (see `printable`).
     public var description: String { "\(Self.printable(path)): \(kind.rawValue): \(Self.printable(detail))" }
 
-    /// `s` with control characters (C0, DEL, C1) and the Unicode line and paragraph
-    /// separators written as `\n`, `\t`, `\r`, `\xHH` or `\u{HHHH}`, and `\` as `\\`, so
-    /// that the text is unambiguous and stays on one line.
-    public static func printable(_ s: String) -> String {
-        var out = ""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            case _ where u.value < 0x20 || u.value == 0x7f:
-                out += "\\x" + (u.value < 0x10 ? "0" : "") + String(u.value, radix: 16)
-            case _ where (0x80...0x9f).contains(u.value) || u.value == 0x2028 || u.value == 0x2029:
-                out += "\\u{" + String(u.value, radix: 16) + "}"
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        return out
-    }
+    /// `s` as every command prints a name (`DisplayText.escape`).
+    public static func printable(_ s: String) -> String { DisplayText.escape(s) }
 }
 
 /// A change made by `fsck --repair` (the only two kinds it makes).
