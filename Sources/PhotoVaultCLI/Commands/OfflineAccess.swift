@@ -130,5 +130,11 @@ enum OfflineAccess {
         let mb = Double(s.bytes) / 1_048_576
         return String(format: "%@ %d files, %d directories, %d symlinks, %.1f MiB in %.1f s (%.1f MiB/s)",
                       verb, s.files, s.directories, s.symlinks, mb, seconds, seconds > 0 ? mb / seconds : 0)
+            + unchangedNote(s.unchanged)
+    }
+
+    /// The summary's part for the entries a rerun found in place (`.unchanged`).
+    static func unchangedNote(_ n: Int) -> String {
+        n == 0 ? "" : "; \(n) already in place (same size and modification time), left as \(n == 1 ? "it was" : "they were")"
     }
 }

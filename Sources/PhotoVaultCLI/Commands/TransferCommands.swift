@@ -20,18 +20,19 @@ enum TransferCommands {
         let progress = Progress(verb: "imported")
         if let mp = try vault.writableMount() {
             let vp = try VaultPath(dest)
-            var skipped = 0
+            var skipped = 0, unchanged = 0
             if all == ["-"] {
                 _ = try MountRoute.stream(STDIN_FILENO, to: mp, dest: vp, class: cls, force: args.flag("force"))
             } else {
                 guard !all.contains("-") else { throw StoreError.invalidArgument("'-' (standard input) must be the only source") }
                 try refuseSelfCopy(all, treeRoot: vault.tree.root, mountpoint: mp)
                 // Named as offline names them (the same line, the same exit status 26).
-                skipped = try MountRoute.copy(all, to: mp, dest: vp, class: cls, force: args.flag("force")) {
+                skipped = try MountRoute.copy(all, to: mp, dest: vp, class: cls, force: args.flag("force"),
+                                              unchanged: { _ in unchanged += 1 }) {
                     progress.event(.skipped($0, reason: Importer.unsupportedTypeReason))
                 }
             }
-            let more = skipped == 0 ? "" : "; \(skipped) skipped (named above)"
+            let more = OfflineAccess.unchangedNote(unchanged) + (skipped == 0 ? "" : "; \(skipped) skipped (named above)")
             FileHandle.standardError.write(Data("imported through the live mount at \(mp)\(more)\n".utf8))
             return skipped == 0 ? 0 : ExitCodes.partialTransfer
         }
