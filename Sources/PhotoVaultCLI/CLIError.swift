@@ -25,6 +25,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     case vaultClosing(mountpoint: String, pid: Int32)
     case mountBusy(String)
     case notMounted(String)
+    /// `unlock` of a mountpoint where no vault is mounted (a lock unmounts it unless it was
+    /// mounted with `--on-lock stay`): it says to mount it. Exit code of `notMounted`.
+    case notMountedToUnlock(String)
     /// `unmount` of a mountpoint that holds another file system (a tmpfs, another FUSE
     /// program's): left alone.
     case notPhotoVaultMount(String, fsType: String)
@@ -62,7 +65,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .deadMount: return ExitCodes.deadMount
         case .alreadyMounted, .vaultAlreadyMounted, .vaultClosing: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
-        case .notMounted, .notPhotoVaultMount: return ExitCodes.notMounted
+        case .notMounted, .notMountedToUnlock, .notPhotoVaultMount: return ExitCodes.notMounted
         case .vaultMounted, .repairWhileMounted, .removeWhileMounted: return ExitCodes.storeBusy
         case .vaultLockedAtMount: return ExitCodes.vaultLocked
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
@@ -100,6 +103,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
                 + "open there to be closed): try again once 'photovault status' no longer lists it"
         case .mountBusy(let p): return "\(p) is busy: close the files open there and try again"
         case .notMounted(let p): return "no vault is mounted at \(p)"
+        case .notMountedToUnlock(let p):
+            return "no vault is mounted at \(p) (a lock unmounts it): mount it with 'photovault mount \(p)'"
         case .otherUsersMount(let p, let uid):
             return "the vault at \(p) is mounted by another user (uid \(uid)): only they can unmount, lock or unlock it"
         case .notPhotoVaultMount(let p, let type):

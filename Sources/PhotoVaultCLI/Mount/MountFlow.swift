@@ -205,8 +205,17 @@ enum MountFlow {
         return 0
     }
 
+    /// A lock of a vault that is not mounted (a lock unmounted it, or it never was) or is
+    /// locked already has reached what was asked: exit 0 with a note, as `lock` twice in a
+    /// script must not fail. A dead mount, another user's, or one out of reach still fail.
     static func lock(_ args: ParsedArguments) throws -> Int32 {
-        let reply = try control(args.mountpoint, ControlRequest(command: "lock"))
+        let mp = RuntimeRegistry.canonical(args.mountpoint)
+        try RuntimeRegistry().checkDirectory()
+        if RuntimeRegistry().entry(forMountpoint: mp) == nil, case .notMounted = unregistered(mp) {
+            print("no vault is mounted at \(mp): nothing to lock")
+            return 0
+        }
+        let reply = try control(mp, ControlRequest(command: "lock"))
         print(reply.message)
         return 0
     }
@@ -216,7 +225,18 @@ enum MountFlow {
         // As lock and status do: an untrusted registry lists nothing, and unlock then said
         // "no vault is mounted" about a mounted vault.
         try RuntimeRegistry().checkDirectory()
-        guard let entry = RuntimeRegistry().entry(forMountpoint: mp) else { throw unregistered(mp) }
+        guard let entry = RuntimeRegistry().entry(forMountpoint: mp) else {
+            let why = unregistered(mp)
+            // After `lock` (which unmounts by default) "no vault is mounted" did not say what to do.
+            if case .notMounted = why { throw CLIError.notMountedToUnlock(mp) }
+            throw why
+        }
+        // An unlocked vault needs no password: said at once, exit 0 (it asked for the
+        // password, derived the key, and then failed with "the mount is not locked").
+        if lockState(mp) == LockController.State.unlocked.rawValue {
+            print("the vault at \(mp) is not locked")
+            return 0
+        }
         let layout = StoreLayout(root: entry.store)
         let user = try args.userName()
         let accounts = try AccountStore(layout: layout)
