@@ -47,6 +47,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// mounted: nothing removed.
     case removeWhileMounted(user: String, mountpoint: String?, pid: Int32, deletePhotos: Bool)
     case fsckFoundDamage(problems: Int)
+    /// `fsck --repair` repaired every problem it found (moved or removed what was damaged):
+    /// not a failure, but not a clean check either, so a script can tell.
+    case fsckRepaired(problems: Int)
     /// `fsck --repair` left damaged entries in place (it could not move them): the repair is
     /// incomplete, whatever else it did.
     case fsckRepairIncomplete(problems: Int, leftInPlace: Int)
@@ -69,6 +72,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .vaultMounted, .repairWhileMounted, .removeWhileMounted: return ExitCodes.storeBusy
         case .vaultLockedAtMount: return ExitCodes.vaultLocked
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
+        case .fsckRepaired: return ExitCodes.fsckRepaired
         case .fsckRepairIncomplete: return ExitCodes.fsckRepairIncomplete
         case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed:
             return ExitCodes.passwordNotRead
@@ -124,6 +128,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
             return "the vault of \(u) is mounted at \(mp) and locked: run 'photovault unlock \(mp)' and then this command "
                 + "again (it goes through the mount; nothing was changed)"
         case .fsckFoundDamage(let n): return "fsck found \(n) problem\(n == 1 ? "" : "s")"
+        case .fsckRepaired(let n):
+            return "fsck found \(n) problem\(n == 1 ? "" : "s") and repaired \(n == 1 ? "it" : "all of them"); a new check finds none"
         case .fsckRepairIncomplete(let n, let left):
             return "fsck found \(n) problem\(n == 1 ? "" : "s"); repair left \(left) damaged entr\(left == 1 ? "y" : "ies") in place"
         case .passwordsDoNotMatch: return "passwords do not match"
