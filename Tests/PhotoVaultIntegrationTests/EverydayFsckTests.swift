@@ -46,4 +46,44 @@ final class EverydayFsckTests: XCTestCase {
         XCTAssertEqual(partial.status, 21, partial.stdout + partial.stderr)
         XCTAssertEqual(partial.stderr, "photovault: fsck found 1 problem\n")
     }
+
+    /// lost+found gets names a user can read, and nothing that fails every read: a sync
+    /// tool's conflict copy of a file is named after the file's plaintext (it was
+    /// `bad-name v%2Fsrc%2F<ciphertext>...`), and debris in which nothing can be read (a copy
+    /// of a `.pvdir`, a foreign file, an orphan long-name companion) is set aside in the
+    /// store's .pvdebris, which the mount does not show. They used to show in /lost+found as
+    /// files that fail every read (a 0-byte one for the `.pvdir`).
+    func testLostAndFoundHoldsPlaintextNamedEntriesAndNoUnreadableDebris() {
+        let (sb, src) = T.importedTree("pv-every-lf", at: "/v")
+        let root = Self.treeRoot(sb)
+        sb.ok("""
+        set -e
+        f=$(find \(Sandbox.quote(root)) -type f -printf '%s %p\\n' | sort -n | tail -3 | head -1 | cut -d' ' -f2-)   # photo.jpg
+        d=$(dirname "$f")
+        cp -p "$f" "$f.sync-conflict-20261206-101010-ABCDEFG"
+        cp "$d/.pvdir" "$d/.sync-conflict-20261206-101010-7RXRS6P.pvdir"
+        printf 'dropped here by hand\\n' > "$d/dropped.txt"
+        printf 'x' > "$d/~AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.name"
+        """)
+        let repair = T.pv(sb, ["fsck", "--repair"])
+        XCTAssertEqual(repair.status, 32, repair.stdout + repair.stderr)
+        let lines = repair.stdout.split(separator: "\n").map(String.init)
+        XCTAssertTrue(lines.contains { $0.hasPrefix("repair: moved /v/src/") && $0.hasSuffix(
+            ".sync-conflict-20261206-101010-ABCDEFG into /lost+found as v%2Fsrc%2Fphoto.jpg.sync-conflict-20261206-101010-ABCDEFG") },
+                      repair.stdout)
+        for debris in [".sync-conflict-20261206-101010-7RXRS6P.pvdir", "dropped.txt", "~AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.name"] {
+            XCTAssertTrue(lines.contains { $0.hasPrefix("repair: set aside /v/src/\(debris), which holds nothing readable, "
+                                                        + "out of the mount's view (the store keeps it as .pvdebris/") },
+                          "\(debris): \(repair.stdout)")
+        }
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(root))/.pvdebris | wc -l"), "3\n")
+        XCTAssertEqual(T.pv(sb, ["fsck"]).status, 0)
+
+        let mp = sb.mount()
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))/lost+found"), "v%2Fsrc%2Fphoto.jpg.sync-conflict-20261206-101010-ABCDEFG\n")
+        XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))"), "lost+found\nv\n")
+        XCTAssertEqual(sb.ok("cmp \(Sandbox.quote(mp))/lost+found/v%2Fsrc%2Fphoto.jpg.sync-conflict-20261206-101010-ABCDEFG "
+                             + "\(Sandbox.quote(src))/photo.jpg && echo same"), "same\n")
+        sb.unmount(mp)
+    }
 }

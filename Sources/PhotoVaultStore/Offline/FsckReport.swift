@@ -97,11 +97,14 @@ public enum FsckAction: Equatable, Sendable {
     case movedToLostAndFound(storePath: String, name: String)
     /// A leftover temp file or directory was deleted.
     case removedTemp(storePath: String)
+    /// An entry in which nothing can be read (`Fsck` says which) now lives in the tree root's
+    /// `NameCodec.debrisDirectory` under the store name `name`, out of the mount's view.
+    case setAside(storePath: String, name: String)
 
     /// The store path of the entry acted on.
     public var storePath: String {
         switch self {
-        case .movedToLostAndFound(let sp, _), .removedTemp(let sp): return sp
+        case .movedToLostAndFound(let sp, _), .removedTemp(let sp), .setAside(let sp, _): return sp
         }
     }
 }
@@ -149,6 +152,9 @@ public struct FsckSummary: Equatable, Sendable {
             return "moved \(what) into /\(lostAndFound) as \(FsckProblem.printable(name))"
         case .removedTemp(let sp):
             return "removed \(shownPath(of: sp).map { FsckProblem.printable($0) } ?? sp), a temp file an interrupted write left"
+        case .setAside(let sp, let name):
+            return "set aside \(shownPath(of: sp).map { FsckProblem.printable($0) } ?? sp), which holds nothing readable, "
+                + "out of the mount's view (the store keeps it as \(NameCodec.debrisDirectory)/\(FsckProblem.printable(name)))"
         }
     }
 
