@@ -1,4 +1,5 @@
 import Glibc
+import PhotoVaultStore
 
 /// Failures of the command layer itself (not of the store). Each has its own exit code in
 /// `ExitCodes.table`.
@@ -53,6 +54,10 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// `fsck --repair` left damaged entries in place (it could not move them): the repair is
     /// incomplete, whatever else it did.
     case fsckRepairIncomplete(problems: Int, leftInPlace: Int)
+    /// No account of that name in the store at `store` (StoreError.noSuchAccount's exit code):
+    /// "no such account in this store" named neither, so a typo in --user or a wrong --store
+    /// read alike.
+    case noSuchAccount(user: String, store: String)
     case passwordsDoNotMatch
     case noTerminal
     case passwordTooLong(maximum: Int)
@@ -73,6 +78,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .vaultLockedAtMount: return ExitCodes.vaultLocked
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
         case .fsckRepaired: return ExitCodes.fsckRepaired
+        case .noSuchAccount: return StoreError.noSuchAccount.exitCode
         case .fsckRepairIncomplete: return ExitCodes.fsckRepairIncomplete
         case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed:
             return ExitCodes.passwordNotRead
@@ -132,6 +138,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
             return "fsck found \(n) problem\(n == 1 ? "" : "s") and repaired \(n == 1 ? "it" : "all of them"); a new check finds none"
         case .fsckRepairIncomplete(let n, let left):
             return "fsck found \(n) problem\(n == 1 ? "" : "s"); repair left \(left) damaged entr\(left == 1 ? "y" : "ies") in place"
+        case .noSuchAccount(let u, let store):
+            // The name as typed, through the one escaping rule there is for printed names.
+            return "no such account '\(FsckProblem.printable(u))' in the store at \(store)"
         case .passwordsDoNotMatch: return "passwords do not match"
         case .noTerminal:
             return "no terminal to ask the password on; use --passfile, --password-stdin or --extpass"

@@ -32,7 +32,7 @@ final class EverydayLockTests: XCTestCase {
         let mp = sb.mount(extra: ["--on-lock", "stay"])
         // No password source and no terminal: it used to fail for want of a password (27),
         // and with one, after deriving the key, with "the mount is not locked" (1).
-        let notLocked = sb.pv(["unlock", mp])
+        let notLocked = sb.pv(["unlock", mp, "--user", "alice"])
         XCTAssertEqual(notLocked.status, 0, notLocked.stderr)
         XCTAssertEqual(notLocked.stdout, "the vault at \(mp) is not locked\n")
 

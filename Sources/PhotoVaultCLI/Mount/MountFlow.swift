@@ -274,17 +274,17 @@ enum MountFlow {
             if case .notMounted = why { throw CLIError.notMountedToUnlock(mp) }
             throw why
         }
+        let layout = StoreLayout(root: entry.store)
+        let user = try args.userName()
+        let accounts = try AccountStore(layout: layout)
+        // 'no such account' before the password, as 'user passwd' does (it came after it).
+        try UserCommands.requireAccount(accounts, user)
         // An unlocked vault needs no password: said at once, exit 0 (it asked for the
         // password, derived the key, and then failed with "the mount is not locked").
         if lockState(mp) == LockController.State.unlocked.rawValue {
             print("the vault at \(mp) is not locked")
             return 0
         }
-        let layout = StoreLayout(root: entry.store)
-        let user = try args.userName()
-        let accounts = try AccountStore(layout: layout)
-        // 'no such account' before the password, as 'user passwd' does (it came after it).
-        try UserCommands.requireAccount(accounts, user)
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
         // Lock events so far, read before the (slow) key derivation: a lock that comes while
