@@ -243,7 +243,7 @@ final class OfflineCommandTests: XCTestCase {
         let imp = sb.run(Self.pvLine(sb, ["import", "-", "/streams/deep/in.bin"]) + " < \(Sandbox.quote(input))")
         XCTAssertEqual(imp.status, 0, imp.stderr)
         XCTAssertEqual(imp.stdout, "")
-        XCTAssertTrue(imp.stderr.hasPrefix("imported 1 files, "), imp.stderr)
+        XCTAssertTrue(imp.stderr.hasPrefix("imported 1 file, "), imp.stderr)
         // stdout carries the file's bytes and nothing else.
         let exp = sb.run(Self.pvLine(sb, ["export", "/streams/deep/in.bin", "-"]) + " > \(Sandbox.quote(output))")
         XCTAssertEqual(exp.status, 0, exp.stderr)
@@ -647,7 +647,7 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(r.status, 21, r.stdout + r.stderr)
         XCTAssertEqual(r.stdout.split(separator: "\n").map(String.init),
                        ["/v/src/a.jpg: unreadable: fstat: Input/output error",
-                        "checked 1 files, 3 directories, 0 symlinks, 0 chunks: 1 problem"], r.stdout)
+                        "checked 1 file, 3 directories, 0 symlinks, 0 chunks: 1 problem"], r.stdout)
         XCTAssertEqual(Self.pv(sb, ["fsck"]).status, 0, "the store is whole")
     }
 
@@ -675,7 +675,7 @@ final class OfflineCommandTests: XCTestCase {
         let listed = (8..<72).map(String.init).joined(separator: ", ")
         XCTAssertEqual(r.stdout.split(separator: "\n").map(String.init),
                        ["/v/src/a.jpg: chunkDamaged: 65536 of 65544 chunks failed authentication (chunk \(listed) and 65472 more)",
-                        "checked 1 files, 3 directories, 0 symlinks, 8 chunks: 1 problem"], r.stdout)
+                        "checked 1 file, 3 directories, 0 symlinks, 8 chunks: 1 problem"], r.stdout)
     }
 
     /// Holes in a ciphertext file are damage fsck counts without reading them (SEEK_DATA):
@@ -1026,7 +1026,7 @@ final class OfflineCommandTests: XCTestCase {
         let imp = Self.pv(sb, ["import", src + "/album", "/"])
         XCTAssertEqual(imp.status, 26, imp.stderr)
         XCTAssertTrue(imp.stderr.hasPrefix("photovault: skipped /album/pipe: not a regular file, directory or symlink\n"), imp.stderr)
-        XCTAssertTrue(imp.stderr.contains("imported 2 files, 1 directories, 0 symlinks, "), imp.stderr)
+        XCTAssertTrue(imp.stderr.contains("imported 2 files, 1 directory, 0 symlinks, "), imp.stderr)
         XCTAssertTrue(imp.stderr.hasSuffix("; 1 skipped (named above)\n"), imp.stderr)
 
         let mp = sb.mount()
@@ -1038,7 +1038,7 @@ final class OfflineCommandTests: XCTestCase {
         XCTAssertEqual(exp.status, 26, exp.stderr)
         XCTAssertTrue(exp.stderr.hasPrefix("photovault: skipped /album/made-on-mount: not a regular file, directory or symlink in the store\n"),
                       exp.stderr)
-        XCTAssertTrue(exp.stderr.contains("exported 2 files, 1 directories, 0 symlinks, "), exp.stderr)
+        XCTAssertTrue(exp.stderr.contains("exported 2 files, 1 directory, 0 symlinks, "), exp.stderr)
         XCTAssertTrue(exp.stderr.hasSuffix("; 1 skipped (named above)\n"), exp.stderr)
         let qo = Sandbox.quote(out + "/album")
         XCTAssertEqual(sb.ok("cat \(qo)/caf$'\\xe9'.jpg; echo; cat \(qo)/caf$'\\xef\\xbf\\xbd'.jpg; echo; ls -A \(qo) | wc -l"),

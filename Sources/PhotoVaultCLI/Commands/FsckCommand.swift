@@ -29,9 +29,11 @@ enum FsckCommand {
         }
         for p in summary.problems { print(p.description) }
         for a in summary.actions { print("repair: " + summary.sentence(for: a)) }
-        let specials = summary.specialFiles == 0 ? "" : "\(summary.specialFiles) special files, "
-        print("checked \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks, "
-              + specials + "\(summary.chunksChecked) chunks: \(summary.problems.count) problem\(summary.problems.count == 1 ? "" : "s")")
+        let c = OfflineAccess.count
+        let specials = summary.specialFiles == 0 ? "" : c(summary.specialFiles, "special file", nil) + ", "
+        print("checked \(c(summary.files, "file", nil)), \(c(summary.directories, "directory", "directories")), "
+              + "\(c(summary.symlinks, "symlink", nil)), " + specials
+              + "\(c(Int(clamping: summary.chunksChecked), "chunk", nil)): \(c(summary.problems.count, "problem", nil))")
         if summary.leftInPlace > 0 {
             throw CLIError.fsckRepairIncomplete(problems: summary.problems.count, leftInPlace: summary.leftInPlace)
         }

@@ -17,7 +17,8 @@ enum TransferCommands {
         }
         let vault = try OfflineAccess.open(args)
         let start = Date()
-        let progress = Progress(verb: "imported")
+        let quiet = args.flag("quiet")
+        let progress = Progress(verb: "imported", quiet: quiet)
         if let mp = try vault.writableMount() {
             let vp = try VaultPath(dest)
             var skipped = 0, unchanged = 0
@@ -33,7 +34,7 @@ enum TransferCommands {
                 }
             }
             let more = OfflineAccess.unchangedNote(unchanged) + (skipped == 0 ? "" : "; \(skipped) skipped (named above)")
-            FileHandle.standardError.write(Data("imported through the live mount at \(mp)\(more)\n".utf8))
+            if !quiet { FileHandle.standardError.write(Data("imported through the live mount at \(mp)\(more)\n".utf8)) }
             return skipped == 0 ? 0 : ExitCodes.partialTransfer
         }
         PartialFile.catchSignals()   // a Ctrl-C leaves no half-written file behind
@@ -104,7 +105,9 @@ enum TransferCommands {
         if dest != "-" { try refuseExportInside(dest, store: args.storePath, mountpoint: vault.anyMountpoint) }
         let tree = vault.tree
         let start = Date()
-        let progress = Progress(verb: "exported", quiet: dest == "-")
+        // Standard output is the data: no progress bar beside it, and no summary unless asked.
+        let progress = Progress(verb: "exported", quiet: args.flag("quiet") || (dest == "-" && !args.flag("summary")),
+                                bar: dest != "-")
         PartialFile.catchSignals()
         let summary: TransferSummary
         // As import: an error while a file was written names it (removed) and what stays.
@@ -117,14 +120,20 @@ enum TransferCommands {
 
     /// A progress bar on a terminal (files, bytes, rate), one summary line otherwise. Every
     /// skipped entry gets a line of its own, and the summary counts them (exit status 26).
+    /// `quiet` (`--quiet`, or `export -` without `--summary`): neither bar nor summary; the
+    /// skipped entries and errors are still said.
     final class Progress {
         let verb: String
-        let tty = isatty(2) == 1
+        let tty: Bool
         let quiet: Bool
         var files = 0
         var bytes: UInt64 = 0
         let start = Date()
-        init(verb: String, quiet: Bool = false) { self.verb = verb; self.quiet = quiet }
+        init(verb: String, quiet: Bool = false, bar: Bool = true) {
+            self.verb = verb
+            self.quiet = quiet
+            tty = bar && isatty(2) == 1
+        }
 
         var barShown = false
         /// The file being copied (started, not yet in place under its name).
@@ -147,7 +156,8 @@ enum TransferCommands {
             guard tty, !quiet else { return }
             let t = Date().timeIntervalSince(start)
             let mb = Double(bytes) / 1_048_576
-            FileHandle.standardError.write(Data(String(format: "\r%d files, %.1f MiB, %.1f MiB/s   ", files, mb, t > 0 ? mb / t : 0).utf8))
+            FileHandle.standardError.write(Data(("\r" + OfflineAccess.count(files, "file")
+                                                 + String(format: ", %.1f MiB, %.1f MiB/s   ", mb, t > 0 ? mb / t : 0)).utf8))
             barShown = true
         }
 
@@ -168,6 +178,7 @@ enum TransferCommands {
 
         func finish(_ s: TransferSummary, seconds: Double) {
             if barShown { FileHandle.standardError.write(Data("\n".utf8)) }
+            guard !quiet else { return }
             let skipped = s.skipped.isEmpty ? "" : "; \(s.skipped.count) skipped (named above)"
             FileHandle.standardError.write(Data((OfflineAccess.progressLine(s, verb: verb, seconds: seconds) + skipped + "\n").utf8))
         }
