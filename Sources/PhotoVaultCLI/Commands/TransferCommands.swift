@@ -146,6 +146,10 @@ enum TransferCommands {
             if case .replacing(let path) = e { replacing = path }
             if case .fileStarted(let path, _) = e { current = path; if replacing != path { replacing = nil } }
             if case .file = e { current = nil; replacing = nil }
+            switch e {
+            case .fileStarted, .file(_, _), .unchanged: updateInterruptNote(e)
+            default: break
+            }
             if case .skipped(let path, let reason) = e {
                 let line = (barShown ? "\n" : "") + "photovault: skipped \(path): \(reason)\n"
                 barShown = false
@@ -159,6 +163,22 @@ enum TransferCommands {
             FileHandle.standardError.write(Data(("\r" + OfflineAccess.count(files, "file")
                                                  + String(format: ", %.1f MiB, %.1f MiB/s   ", mb, t > 0 ? mb / t : 0)).utf8))
             barShown = true
+        }
+
+        var unchanged = 0
+
+        /// What a Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) now says before it ends the command
+        /// (`InterruptNote`): which file it stopped in (not kept), what stays, and that a rerun
+        /// continues (files already in place are skipped).
+        func updateInterruptNote(_ e: ProgressEvent) {
+            if case .unchanged = e { unchanged += 1 }
+            // Counted here: `files` is counted after this event's other uses below.
+            let done = files + (e.isFileDone ? 1 : 0)
+            let kept = OfflineAccess.count(done, "file") + " \(verb) before it"
+                + (unchanged == 0 ? "" : " (and \(unchanged) already in place)") + (done == 1 ? " stays" : " stay")
+            let at = current.map { " while copying \($0), which was not kept" } ?? ""
+            InterruptNote.set((tty && !quiet ? "\n" : "") + "photovault: interrupted\(at); \(kept): run the same command "
+                              + "again to continue (what is already in place is skipped)\n")
         }
 
         /// A run that failed while it wrote a file: its error, its line saying which file
@@ -190,4 +210,9 @@ enum TransferCommands {
 struct TransferFailure: Error {
     let underlying: Error
     let note: String
+}
+
+extension ProgressEvent {
+    /// A regular file completed and in place.
+    var isFileDone: Bool { if case .file = self { return true } else { return false } }
 }
