@@ -76,8 +76,8 @@ _photovault() {
             "class set") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
             "class get") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
             "class list") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
-            "import") _photovault_compgen -W "--user --class --force --passfile --password-stdin --extpass --store --help -h" ;;
-            "export") _photovault_compgen -W "--user --force --passfile --password-stdin --extpass --store --help -h" ;;
+            "import") _photovault_compgen -W "--user --class --force --quiet -q --passfile --password-stdin --extpass --store --help -h" ;;
+            "export") _photovault_compgen -W "--user --force --quiet -q --summary --passfile --password-stdin --extpass --store --help -h" ;;
             "fsck") _photovault_compgen -W "--user --repair --passfile --password-stdin --extpass --store --help -h" ;;
             *) _photovault_compgen -W "--help" ;;
         esac

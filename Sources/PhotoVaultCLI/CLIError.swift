@@ -1,4 +1,5 @@
 import Glibc
+import PhotoVaultStore
 
 /// Failures of the command layer itself (not of the store). Each has its own exit code in
 /// `ExitCodes.table`.
@@ -25,6 +26,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     case vaultClosing(mountpoint: String, pid: Int32)
     case mountBusy(String)
     case notMounted(String)
+    /// `unlock` of a mountpoint where no vault is mounted (a lock unmounts it unless it was
+    /// mounted with `--on-lock stay`): it says to mount it. Exit code of `notMounted`.
+    case notMountedToUnlock(String)
     /// `unmount` of a mountpoint that holds another file system (a tmpfs, another FUSE
     /// program's): left alone.
     case notPhotoVaultMount(String, fsType: String)
@@ -44,9 +48,16 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// mounted: nothing removed.
     case removeWhileMounted(user: String, mountpoint: String?, pid: Int32, deletePhotos: Bool)
     case fsckFoundDamage(problems: Int)
+    /// `fsck --repair` repaired every problem it found (moved or removed what was damaged):
+    /// not a failure, but not a clean check either, so a script can tell.
+    case fsckRepaired(problems: Int)
     /// `fsck --repair` left damaged entries in place (it could not move them): the repair is
     /// incomplete, whatever else it did.
     case fsckRepairIncomplete(problems: Int, leftInPlace: Int)
+    /// No account of that name in the store at `store` (StoreError.noSuchAccount's exit code):
+    /// "no such account in this store" named neither, so a typo in --user or a wrong --store
+    /// read alike.
+    case noSuchAccount(user: String, store: String)
     case passwordsDoNotMatch
     case noTerminal
     case passwordTooLong(maximum: Int)
@@ -64,10 +75,12 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .deadMount: return ExitCodes.deadMount
         case .alreadyMounted, .vaultAlreadyMounted, .vaultClosing: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
-        case .notMounted, .notPhotoVaultMount: return ExitCodes.notMounted
+        case .notMounted, .notMountedToUnlock, .notPhotoVaultMount: return ExitCodes.notMounted
         case .vaultMounted, .repairWhileMounted, .removeWhileMounted: return ExitCodes.storeBusy
         case .vaultLockedAtMount: return ExitCodes.vaultLocked
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
+        case .fsckRepaired: return ExitCodes.fsckRepaired
+        case .noSuchAccount: return StoreError.noSuchAccount.exitCode
         case .fsckRepairIncomplete: return ExitCodes.fsckRepairIncomplete
         case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed,
              .passwordSourceStalled:
@@ -103,6 +116,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
                 + "open there to be closed): try again once 'photovault status' no longer lists it"
         case .mountBusy(let p): return "\(p) is busy: close the files open there and try again"
         case .notMounted(let p): return "no vault is mounted at \(p)"
+        case .notMountedToUnlock(let p):
+            return "no vault is mounted at \(p) (a lock unmounts it): mount it with 'photovault mount \(p)'"
         case .otherUsersMount(let p, let uid):
             return "the vault at \(p) is mounted by another user (uid \(uid)): only they can unmount, lock or unlock it"
         case .notPhotoVaultMount(let p, let type):
@@ -122,8 +137,13 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
             return "the vault of \(u) is mounted at \(mp) and locked: run 'photovault unlock \(mp)' and then this command "
                 + "again (it goes through the mount; nothing was changed)"
         case .fsckFoundDamage(let n): return "fsck found \(n) problem\(n == 1 ? "" : "s")"
+        case .fsckRepaired(let n):
+            return "fsck found \(n) problem\(n == 1 ? "" : "s") and repaired \(n == 1 ? "it" : "all of them"); a new check finds none"
         case .fsckRepairIncomplete(let n, let left):
             return "fsck found \(n) problem\(n == 1 ? "" : "s"); repair left \(left) damaged entr\(left == 1 ? "y" : "ies") in place"
+        case .noSuchAccount(let u, let store):
+            // Raw: PhotoVaultCLI.describe escapes the whole line once (DisplayText).
+            return "no such account '\(u)' in the store at \(store)"
         case .passwordsDoNotMatch: return "passwords do not match"
         case .noTerminal:
             return "no terminal to ask the password on; use --passfile, --password-stdin or --extpass"

@@ -32,6 +32,8 @@ extension CommandSpec {
 
     static let userOption = OptionSpec("user", value: "NAME", help: "The account whose vault to use.",
                                        default: "your login name", completion: .nothing)
+    static let quietOption = OptionSpec("quiet", short: "q", help: "Print nothing but errors and skipped entries: "
+                                            + "no progress and no summary line (for scripts).")
     static let userArgument = ArgumentSpec("USER", help: "The account name.", optional: true,
                                            default: "your login name", completion: .nothing)
     static let newPassfileOption = OptionSpec(
@@ -269,7 +271,9 @@ extension CommandSpec {
             ["import"], summary: "Copy files into the vault without mounting it",
             discussion: "Encrypts each SOURCE (a file or a directory, copied recursively) into "
                 + "DEST_DIR_IN_VAULT. A SOURCE of - reads a single file from standard input (it cannot "
-                + "be combined with --password-stdin). Existing files are kept unless --force is given. "
+                + "be combined with --password-stdin). Existing files are kept unless --force is given; a rerun "
+                + "skips, and counts, the files already there with the same size and modification time, "
+                + "so an interrupted import continues where it stopped. "
                 + "If the import fails or is interrupted (Ctrl-C, SIGTERM), the files it copied completely stay, "
                 + "nothing of the file it was copying does (no temporary entry is left), and the directories it "
                 + "made that hold nothing are removed; a directory that was there before is never removed. "
@@ -287,6 +291,7 @@ extension CommandSpec {
                                + "is complete unless set with 'class set' on that directory",
                            completion: .choices(classNames)),
                 OptionSpec("force", help: "Overwrite files that already exist in the vault."),
+                quietOption,
             ] + passwordOptions,
             examples: [
                 Example("photovault import ~/DCIM/*.jpg /2024", "Import camera pictures into /2024."),
@@ -298,7 +303,8 @@ extension CommandSpec {
             ["export"], summary: "Copy files out of the vault without mounting it",
             discussion: "Decrypts each PATH_IN_VAULT (a file or a directory, copied recursively) into "
                 + "DEST, a local directory; a DEST of - writes a single file to standard output. "
-                + "Existing files are kept unless --force is given. " + passwordNote,
+                + "Existing files are kept unless --force is given; a rerun skips, and counts, the files "
+                + "already there with the same size and modification time. " + passwordNote,
             arguments: [
                 ArgumentSpec("PATH_IN_VAULT", help: "Files or directories inside the vault.", variadic: true,
                              completion: .nothing),
@@ -307,6 +313,9 @@ extension CommandSpec {
             options: [
                 userOption,
                 OptionSpec("force", help: "Overwrite existing local files."),
+                quietOption,
+                OptionSpec("summary", help: "Print the summary line on standard error when DEST is - too "
+                               + "(by default a copy to standard output prints nothing but errors)."),
             ] + passwordOptions,
             examples: [
                 Example("photovault export /2024 ~/Desktop", "Export a folder."),

@@ -26,6 +26,7 @@ public enum ExitCodes {
     /// StoreError.notConfirmedOnDisk's code.
     public static let notConfirmedOnDisk: Int32 = 28
     public static let fsckRepairIncomplete: Int32 = 29
+    public static let fsckRepaired: Int32 = 32
 
     /// Every code `photovault` can exit with, one meaning each: StoreError's codes (defined in
     /// PhotoVaultStore) and the CLI's own. A test checks every StoreError and CLIError maps
@@ -63,6 +64,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: fsckRepairIncomplete, meaning: "fsck --repair could not move some damaged entries into lost+found (each named); the rest was repaired"),
         ExitCodeEntry(code: 30, meaning: "keys cannot be kept in memory locked against swapping (the locked-memory limit, ulimit -l, is too small)"),
         ExitCodeEntry(code: 31, meaning: "another command changed the account (passwd, reset-password, or remove and add) while passwd waited for the new password; nothing was written"),
+        ExitCodeEntry(code: fsckRepaired, meaning: "fsck --repair found damage and repaired all of it (each repair named); the vault is consistent now"),
     ]
 
     public static func meaning(of code: Int32) -> String? { table.first { $0.code == code }?.meaning }

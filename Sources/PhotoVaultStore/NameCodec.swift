@@ -23,6 +23,11 @@ public enum EncodedName: Equatable, Sendable {
 public struct NameCodec: Sendable {
     public static let maxEntryLength = 255
     public static let longPrefix = "~"
+    /// The tree root's directory of debris `fsck --repair` sets aside: entries in which
+    /// nothing can be read (orphan long-name companions, foreign files that are no PhotoVault
+    /// file, such as a sync tool's copy of a `.pvdir`). Kept, under their store names, but
+    /// never shown: in /lost+found they were files that failed every read.
+    public static let debrisDirectory = ".pvdebris"
     public static let companionSuffix = ".name"
     let names: NameCipher
 
@@ -52,6 +57,7 @@ public struct NameCodec: Sendable {
     /// files, long-name companions.
     public static func isInternal(_ entry: String) -> Bool {
         entry == DirectoryInfo.fileName || entry == TreeLock.mountLockName || entry.hasPrefix(AtomicFile.tempPrefix)
+            || entry == debrisDirectory
             || (entry.hasPrefix(longPrefix) && entry.hasSuffix(companionSuffix))
             || entry == "." || entry == ".."
     }

@@ -48,22 +48,21 @@ sys.stdout.write("\nDRIVER steps=%d status=%s\n" % (step, status))
 sys.exit(0 if status == 0 else 1)
 """#
 
-    /// A mistyped confirmation or a too-short password at the first run creates nothing, so
-    /// the next mount offers again (it used to leave a store without an account behind, and
-    /// every later mount said only "no such account in this store").
+    /// A mistyped confirmation or a too-short password at the first run, three times (it asks
+    /// again after each: EverydayFirstUseTests), creates nothing, so the next mount offers
+    /// again (it used to leave a store without an account behind, and every later mount said
+    /// only "no such account in this store").
     func testFirstRunWithAMistypedOrShortPasswordCreatesNoStore() throws {
         let s = Sandbox("first-run-mistyped")
         let defaultStore = s.root + "/data/photovault/store"
-        // A too-short password is refused before the retype prompt (steps: y, password).
-        for (first, second, needle, code, steps) in [("first-password", "other-password", "passwords do not match", 27, 3),
-                                                     ("short", "short", "at least 8 characters", 8, 2)] {
-            let driver = FirstRunTests.driver
-                .replacingOccurrences(of: #"(b"Retype", None)"#, with: #"(b"Retype", sys.argv[3].encode() + b"\n")"#)
-                .replacingOccurrences(of: "os.execv(sys.argv[2], sys.argv[2:])", with: "os.execv(sys.argv[2], [sys.argv[2]] + sys.argv[4:])")
-            let r = Harness.run(["python3", "-c", driver, first, Harness.binary, second, "mount", "--user", "alice", "--no-dbus"],
-                                env: s.env, timeout: 60)
-            XCTAssertTrue(r.stdout.contains(needle), r.stdout)
-            XCTAssertTrue(r.stdout.contains("DRIVER steps=\(steps) status=\(code)\n"), "want exit \(code): \(r.stdout)")
+        // A too-short password is refused before the retype prompt.
+        let mistyped = [("[y/N]", "y\n")] + Array(repeating: [("Password:", "first-password\n"), ("Retype", "other-password\n")],
+                                                  count: 3).joined()
+        let short = [("[y/N]", "y\n")] + Array(repeating: ("Password:", "short\n"), count: 3)
+        for (answers, needle, code) in [(mistyped, "passwords do not match", 27), (short, "at least 8 characters", 8)] {
+            let out = EverydayFirstUseTests.atTerminal(s, answers, ["mount", "--user", "alice", "--no-dbus"])
+            XCTAssertTrue(out.contains(needle), out)
+            XCTAssertTrue(out.contains("DRIVER steps=\(answers.count) status=\(code)\n"), "want exit \(code): \(out)")
             XCTAssertFalse(FileManager.default.fileExists(atPath: defaultStore + "/photovault.conf"),
                            "a store without an account was left behind after: \(needle)")
             assertFailure(s.pv(["user", "check", "alice"]), 3, "no PhotoVault store")

@@ -217,7 +217,7 @@ final class OfflineLiveMountTests: XCTestCase {
         sb.unmount(mp)
         let fsck = T.pv(sb, ["fsck"])   // the FIFO made on the mount is a special file, not damage
         XCTAssertEqual(fsck.status, 0, fsck.stdout + fsck.stderr)
-        XCTAssertTrue(fsck.stdout.contains(" 1 special files, "), fsck.stdout)
+        XCTAssertTrue(fsck.stdout.contains(" 1 special file, "), fsck.stdout)
         sb.assertNoPlaintext(["album", "deep", "plain"])
     }
 

@@ -28,12 +28,19 @@ enum FsckCommand {
             print("/\(Fsck.lostAndFoundName) cannot take entries (not a directory, or a damaged one): /\(summary.lostAndFound) holds what repair moves")
         }
         for p in summary.problems { print(p.description) }
-        for a in summary.actions { print("repair: \(a)") }
-        let specials = summary.specialFiles == 0 ? "" : "\(summary.specialFiles) special files, "
-        print("checked \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks, "
-              + specials + "\(summary.chunksChecked) chunks: \(summary.problems.count) problem\(summary.problems.count == 1 ? "" : "s")")
+        for a in summary.actions { print("repair: " + summary.sentence(for: a)) }
+        let c = OfflineAccess.count
+        let specials = summary.specialFiles == 0 ? "" : c(summary.specialFiles, "special file", nil) + ", "
+        print("checked \(c(summary.files, "file", nil)), \(c(summary.directories, "directory", "directories")), "
+              + "\(c(summary.symlinks, "symlink", nil)), " + specials
+              + "\(c(Int(clamping: summary.chunksChecked), "chunk", nil)): \(c(summary.problems.count, "problem", nil))")
         if summary.leftInPlace > 0 {
             throw CLIError.fsckRepairIncomplete(problems: summary.problems.count, leftInPlace: summary.leftInPlace)
+        }
+        // A repair that dealt with every problem has its own code (32): the vault is
+        // consistent now; 21 said "damage" as if nothing had been done.
+        if repair && !summary.isClean && summary.unrepaired.isEmpty {
+            throw CLIError.fsckRepaired(problems: summary.problems.count)
         }
         if !summary.isClean { throw CLIError.fsckFoundDamage(problems: summary.problems.count) }
         return 0

@@ -82,7 +82,7 @@ extension MountRoute {
     /// header and keeps the times cp set. Returns how many entries were skipped.
     @discardableResult
     static func copy(_ sources: [String], to mp: String, dest: VaultPath, class cls: ProtectionClass?, force: Bool,
-                     skipped: (String) -> Void = { _ in }) throws -> Int {
+                     unchanged: (String) -> Void = { _ in }, skipped: (String) -> Void = { _ in }) throws -> Int {
         // As offline: a missing source or a `file/` fails before DEST is made.
         for source in sources { try Importer.checkSource(source) }
         try makeDirectories(mp, dest)
@@ -167,6 +167,7 @@ extension MountRoute {
             if out.contains("No space left on device") || out.contains("Disk quota exceeded") { throw StoreError.noSpace }
             throw CLIError.failed("copy through the mount failed: \(out.trimmedWhitespace())")
         }
+        for u in plan.unchanged { unchanged(u.description) }
         if let conflict = plan.conflict { throw StoreError.exists(conflict.description) }
         return skips
     }
@@ -251,6 +252,9 @@ extension MountRoute {
         var merged: [Merged] = []
         var conflict: VaultPath?
         var skips = 0
+        /// Files and symlinks already in the vault as the source has them (offline's
+        /// `isUnchanged`): not a conflict, and `cp -n` leaves them alone.
+        var unchanged: [VaultPath] = []
 
         init(force: Bool) { self.force = force }
 
@@ -349,9 +353,23 @@ extension MountRoute {
             }
             // An existing file or symlink is refused without force; a directory is never
             // replaced by a file or symlink, with force either (offline's `exists`, not cp's error).
+            if exists && !force && CopyPlan.same(src, st, landing, there) { unchanged.append(vault); return .done }
             if exists && (!force || OfflineSys.isDirectory(there)) { conflict = vault; return .conflict }
             add(src, into: into)
             return .done
+        }
+
+        /// Whether the mount's `landing` is already the local `src`: a regular file of the
+        /// same size and modification time, or a symlink with the same target, as offline.
+        static func same(_ src: [UInt8], _ st: stat, _ landing: [UInt8], _ there: stat) -> Bool {
+            if OfflineSys.isRegular(st) && OfflineSys.isRegular(there) {
+                return st.st_size == there.st_size && st.st_mtim.tv_sec == there.st_mtim.tv_sec
+                    && st.st_mtim.tv_nsec == there.st_mtim.tv_nsec
+            }
+            guard OfflineSys.isSymlink(st) && OfflineSys.isSymlink(there) else { return false }
+            var a = [CChar](repeating: 0, count: 4097), b = [CChar](repeating: 0, count: 4097)
+            let n = readlink(cPath(src), &a, a.count), m = readlink(cPath(landing), &b, b.count)
+            return n >= 0 && n == m && a[0..<n] == b[0..<m]
         }
 
         /// A directory whose entries are all walked: a new one without a skipped entry is one

@@ -128,7 +128,19 @@ enum OfflineAccess {
 
     static func progressLine(_ s: TransferSummary, verb: String, seconds: Double) -> String {
         let mb = Double(s.bytes) / 1_048_576
-        return String(format: "%@ %d files, %d directories, %d symlinks, %.1f MiB in %.1f s (%.1f MiB/s)",
-                      verb, s.files, s.directories, s.symlinks, mb, seconds, seconds > 0 ? mb / seconds : 0)
+        return "\(verb) " + [count(s.files, "file"), count(s.directories, "directory", "directories"),
+                             count(s.symlinks, "symlink")].joined(separator: ", ")
+            + String(format: ", %.1f MiB in %.1f s (%.1f MiB/s)", mb, seconds, seconds > 0 ? mb / seconds : 0)
+            + unchangedNote(s.unchanged)
+    }
+
+    /// "1 file", "2 files" (it said "1 files").
+    static func count(_ n: Int, _ one: String, _ many: String? = nil) -> String {
+        "\(n) \(n == 1 ? one : many ?? one + "s")"
+    }
+
+    /// The summary's part for the entries a rerun found in place (`.unchanged`).
+    static func unchangedNote(_ n: Int) -> String {
+        n == 0 ? "" : "; \(n) already in place (same size and modification time), left as \(n == 1 ? "it was" : "they were")"
     }
 }

@@ -17,22 +17,24 @@ enum TransferCommands {
         }
         let vault = try OfflineAccess.open(args)
         let start = Date()
-        let progress = Progress(verb: "imported")
+        let quiet = args.flag("quiet")
+        let progress = Progress(verb: "imported", quiet: quiet)
         if let mp = try vault.writableMount() {
             let vp = try VaultPath(dest)
-            var skipped = 0
+            var skipped = 0, unchanged = 0
             if all == ["-"] {
                 _ = try MountRoute.stream(STDIN_FILENO, to: mp, dest: vp, class: cls, force: args.flag("force"))
             } else {
                 guard !all.contains("-") else { throw StoreError.invalidArgument("'-' (standard input) must be the only source") }
                 try refuseSelfCopy(all, treeRoot: vault.tree.root, mountpoint: mp)
                 // Named as offline names them (the same line, the same exit status 26).
-                skipped = try MountRoute.copy(all, to: mp, dest: vp, class: cls, force: args.flag("force")) {
+                skipped = try MountRoute.copy(all, to: mp, dest: vp, class: cls, force: args.flag("force"),
+                                              unchanged: { _ in unchanged += 1 }) {
                     progress.event(.skipped($0, reason: Importer.unsupportedTypeReason))
                 }
             }
-            let more = skipped == 0 ? "" : "; \(skipped) skipped (named above)"
-            FileHandle.standardError.write(Data("imported through the live mount at \(DisplayText.escape(mp))\(DisplayText.escape(more))\n".utf8))
+            let more = OfflineAccess.unchangedNote(unchanged) + (skipped == 0 ? "" : "; \(skipped) skipped (named above)")
+            if !quiet { FileHandle.standardError.write(Data("imported through the live mount at \(DisplayText.escape(mp))\(DisplayText.escape(more))\n".utf8)) }
             return skipped == 0 ? 0 : ExitCodes.partialTransfer
         }
         PartialFile.catchSignals()   // a Ctrl-C leaves no half-written file behind
@@ -103,7 +105,9 @@ enum TransferCommands {
         if dest != "-" { try refuseExportInside(dest, store: args.storePath, mountpoint: vault.anyMountpoint) }
         let tree = vault.tree
         let start = Date()
-        let progress = Progress(verb: "exported", quiet: dest == "-")
+        // Standard output is the data: no progress bar beside it, and no summary unless asked.
+        let progress = Progress(verb: "exported", quiet: args.flag("quiet") || (dest == "-" && !args.flag("summary")),
+                                bar: dest != "-")
         PartialFile.catchSignals()
         let summary: TransferSummary
         // As import: an error while a file was written names it (removed) and what stays.
@@ -116,14 +120,20 @@ enum TransferCommands {
 
     /// A progress bar on a terminal (files, bytes, rate), one summary line otherwise. Every
     /// skipped entry gets a line of its own, and the summary counts them (exit status 26).
+    /// `quiet` (`--quiet`, or `export -` without `--summary`): neither bar nor summary; the
+    /// skipped entries and errors are still said.
     final class Progress {
         let verb: String
-        let tty = isatty(2) == 1
+        let tty: Bool
         let quiet: Bool
         var files = 0
         var bytes: UInt64 = 0
         let start = Date()
-        init(verb: String, quiet: Bool = false) { self.verb = verb; self.quiet = quiet }
+        init(verb: String, quiet: Bool = false, bar: Bool = true) {
+            self.verb = verb
+            self.quiet = quiet
+            tty = bar && isatty(2) == 1
+        }
 
         var barShown = false
         /// The file being copied (started, not yet in place under its name).
@@ -136,6 +146,10 @@ enum TransferCommands {
             if case .replacing(let path) = e { replacing = path }
             if case .fileStarted(let path, _) = e { current = path; if replacing != path { replacing = nil } }
             if case .file = e { current = nil; replacing = nil }
+            switch e {
+            case .fileStarted, .file(_, _), .unchanged: updateInterruptNote(e)
+            default: break
+            }
             if case .skipped(let path, let reason) = e {
                 let line = (barShown ? "\n" : "") + DisplayText.escape("photovault: skipped \(path): \(reason)") + "\n"
                 barShown = false
@@ -146,8 +160,25 @@ enum TransferCommands {
             guard tty, !quiet else { return }
             let t = Date().timeIntervalSince(start)
             let mb = Double(bytes) / 1_048_576
-            FileHandle.standardError.write(Data(String(format: "\r%d files, %.1f MiB, %.1f MiB/s   ", files, mb, t > 0 ? mb / t : 0).utf8))
+            FileHandle.standardError.write(Data(("\r" + OfflineAccess.count(files, "file")
+                                                 + String(format: ", %.1f MiB, %.1f MiB/s   ", mb, t > 0 ? mb / t : 0)).utf8))
             barShown = true
+        }
+
+        var unchanged = 0
+
+        /// What a Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) now says before it ends the command
+        /// (`InterruptNote`): which file it stopped in (not kept), what stays, and that a rerun
+        /// continues (files already in place are skipped).
+        func updateInterruptNote(_ e: ProgressEvent) {
+            if case .unchanged = e { unchanged += 1 }
+            // Counted here: `files` is counted after this event's other uses below.
+            let done = files + (e.isFileDone ? 1 : 0)
+            let kept = OfflineAccess.count(done, "file") + " \(verb) before it"
+                + (unchanged == 0 ? "" : " (and \(unchanged) already in place)") + (done == 1 ? " stays" : " stay")
+            let at = current.map { " while copying \($0), which was not kept" } ?? ""
+            InterruptNote.set((tty && !quiet ? "\n" : "") + "photovault: interrupted\(at); \(kept): run the same command "
+                              + "again to continue (what is already in place is skipped)\n")
         }
 
         /// A run that failed while it wrote a file: its error, its line saying which file
@@ -167,6 +198,7 @@ enum TransferCommands {
 
         func finish(_ s: TransferSummary, seconds: Double) {
             if barShown { FileHandle.standardError.write(Data("\n".utf8)) }
+            guard !quiet else { return }
             let skipped = s.skipped.isEmpty ? "" : "; \(s.skipped.count) skipped (named above)"
             FileHandle.standardError.write(Data((DisplayText.escape(OfflineAccess.progressLine(s, verb: verb, seconds: seconds) + skipped) + "\n").utf8))
         }
@@ -178,4 +210,9 @@ enum TransferCommands {
 struct TransferFailure: Error {
     let underlying: Error
     let note: String
+}
+
+extension ProgressEvent {
+    /// A regular file completed and in place.
+    var isFileDone: Bool { if case .file = self { return true } else { return false } }
 }

@@ -127,7 +127,7 @@ enum UserCommands {
     /// after the secrets had been typed (or, without a terminal, never: 'no terminal').
     /// `user check` tells the same without a password, so nothing is given away.
     static func requireAccount(_ accounts: AccountStore, _ user: String) throws {
-        guard try accounts.exists(user: user) else { throw StoreError.noSuchAccount }
+        guard try accounts.exists(user: user) else { throw CLIError.noSuchAccount(user: user, store: accounts.layout.root) }
     }
 
     static func list(_ args: ParsedArguments) throws -> Int32 {
@@ -140,7 +140,7 @@ enum UserCommands {
         let user = try args.userName()
         guard !user.isEmpty else { throw StoreError.emptyUsername }
         guard try AccountStore(layout: StoreLayout(root: args.storePath)).exists(user: user) else {
-            throw StoreError.noSuchAccount
+            throw CLIError.noSuchAccount(user: user, store: args.storePath)
         }
         return 0   // prints nothing, as its help says: the exit status is the answer
     }

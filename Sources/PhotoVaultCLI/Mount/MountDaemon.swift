@@ -419,8 +419,10 @@ enum ControlCommands {
     static func handle(_ req: ControlRequest, controller: LockController, fs: VaultFileSystem, treeRoot: String) -> ControlReply {
         switch req.command {
         case "lock":
+            // A second lock has nothing left to do: it says so (the answer was "locked" either way).
+            let before = controller.currentState
             controller.handle(.controlSocket)
-            return .success("locked")
+            return .success(before == .unlocked ? "locked" : "already locked")
         case "status":
             let files = ClassCensus.count(treeRoot: treeRoot)
             let open = fs.statusCounts()

@@ -34,21 +34,31 @@ enum MountFlow {
             throw args.usageError("the store \(realStore) is inside the mountpoint \(realMP): choose a directory outside it")
         }
         try waitForClosingDaemon(RuntimeRegistry().entry(forMountpoint: settings.mountpoint))
-        try prepareMountpoint(settings.mountpoint, isDefault: args.argument("MOUNTPOINT") == nil)
+        let madeMountpoint = try prepareMountpoint(settings.mountpoint, isDefault: args.argument("MOUNTPOINT") == nil)
         settings.mountpoint = RuntimeRegistry.canonical(settings.mountpoint)
         settings.store = RuntimeRegistry.canonical(settings.store)
 
         let layout = StoreLayout(root: settings.store)
         let user = try args.userName()
+        // The password the first run just set, if it ran: the mount uses it instead of asking
+        // a third, unlabelled time.
+        var firstPassword: SecureBytes?
         do { _ = try layout.loadConfig() } catch StoreError.storeNotInitialised(let path) {
-            guard try offerFirstRun(layout: layout, user: user, args: args) else {
-                throw StoreError.storeNotInitialised(path: path)
+            do {
+                guard let p = try offerFirstRun(layout: layout, user: user, args: args) else {
+                    throw StoreError.storeNotInitialised(path: path)
+                }
+                firstPassword = p
+            } catch {
+                // A first run that created nothing leaves no empty ~/PhotoVault behind either.
+                if madeMountpoint { rmdir(settings.mountpoint) }
+                throw error
             }
         }
         let accounts = try AccountStore(layout: layout)
         // 'no such account' before the password, as 'user passwd' does (it came after it).
         try UserCommands.requireAccount(accounts, user)
-        let password = try PasswordInput().password(args)
+        let password = try firstPassword ?? PasswordInput().password(args)
         defer { password.wipe() }
         let opened = try accounts.open(user: user, password: password)
         defer { opened.masterKey.wipe() }
@@ -113,8 +123,9 @@ enum MountFlow {
     }
 
     /// The mountpoint must be an empty directory that is not already mounted; the default
-    /// one (~/PhotoVault) is created when missing.
-    static func prepareMountpoint(_ mp: String, isDefault: Bool) throws {
+    /// one (~/PhotoVault) is created when missing. Whether it was created here.
+    @discardableResult
+    static func prepareMountpoint(_ mp: String, isDefault: Bool) throws -> Bool {
         var st = stat()
         if stat(mp, &st) != 0 {
             let err = errno
@@ -128,7 +139,7 @@ enum MountFlow {
                 throw CLIError.mountpointUnusable(mp, why: err == ENOENT ? "does not exist" : String(cString: strerror(err)))
             }
             guard mkdir(mp, 0o700) == 0 else { throw StoreError.posix("mkdir \(mp)") }
-            return
+            return true
         }
         if isMountpoint(mp) { throw CLIError.alreadyMounted(mp) }
         guard (st.st_mode & S_IFMT) == S_IFDIR else { throw CLIError.mountpointUnusable(mp, why: "is not a directory") }
@@ -137,21 +148,24 @@ enum MountFlow {
             throw CLIError.mountpointUnusable(mp, why: "cannot be listed")
         }
         guard entries.isEmpty else { throw CLIError.mountpointNotEmptyDirectory(mp) }
+        return false
     }
 
     /// First launch on a fresh machine: offer to create the store and the account, as a
     /// photo-vault app does. Only on a terminal; scripts get the 'not initialised' error.
-    static func offerFirstRun(layout: StoreLayout, user: String, args: ParsedArguments) throws -> Bool {
-        guard isatty(0) == 1, isatty(2) == 1, (try? PasswordInput.source(args)) == .terminal else { return false }
+    /// Returns the new account's password (the caller mounts with it and wipes it), nil when
+    /// the offer is not made or declined.
+    static func offerFirstRun(layout: StoreLayout, user: String, args: ParsedArguments) throws -> SecureBytes? {
+        guard isatty(0) == 1, isatty(2) == 1, (try? PasswordInput.source(args)) == .terminal else { return nil }
         FileHandle.standardError.write(Data("No PhotoVault store at \(DisplayText.escape(layout.root)).\nCreate it, with an account for '\(DisplayText.escape(user))'? [y/N] ".utf8))
-        guard let answer = readLine(), answer.lowercased().hasPrefix("y") else { return false }
+        guard let answer = readLine(), answer.lowercased().hasPrefix("y") else { return nil }
         try AccountName.checkNew(user)
         // The password first, judged before anything is created: a mistyped confirmation or a
         // too-short password used to leave a store without an account, so the next mount no
         // longer offered this and said only "no such account".
-        let password = try PasswordInput().password(args, confirm: true)
-        defer { password.wipe() }
-        try PasswordPolicy.check(password)
+        let password = try newPasswordWithRetries(args)
+        var handedOver = false
+        defer { if !handedOver { password.wipe() } }
         try layout.initialise(config: StoreConfig())
         // The same Argon2id cost as 'user add' (PHOTOVAULT_KDF_PROFILE), which it used to ignore.
         let recovery: RecoveryKey
@@ -174,7 +188,36 @@ enum MountFlow {
             try AccountStore(layout: layout).remove(user: user, password: password, deletePhotos: true)
             guard unlink(layout.configPath) == 0 else { throw StoreError.posix("unlink \(layout.configPath)") }
         }
-        return true
+        handedOver = true
+        return password
+    }
+
+    /// How many times the first run asks for a new password, as passwd(1) does.
+    static let firstRunTries = 3
+
+    /// A new password from the terminal, asked twice and judged by `PasswordPolicy`: a
+    /// too-short or empty one, or a retype that differs, is said in one line and asked again,
+    /// up to `firstRunTries` times (it used to end the whole set-up at the first slip); the
+    /// last failure is thrown.
+    static func newPasswordWithRetries(_ args: ParsedArguments) throws -> SecureBytes {
+        var attempt = 1
+        while true {
+            do {
+                let password = try PasswordInput().password(args, confirm: true)
+                do { try PasswordPolicy.check(password) } catch { password.wipe(); throw error }
+                return password
+            } catch let error where attempt < firstRunTries && isRetryableNewPassword(error) {
+                FileHandle.standardError.write(Data("\(PhotoVaultCLI.describe(error).0); try again\n".utf8))
+                attempt += 1
+            }
+        }
+    }
+
+    static func isRetryableNewPassword(_ error: Error) -> Bool {
+        switch error {
+        case CLIError.passwordsDoNotMatch, StoreError.passwordTooShort, StoreError.emptyPassword: return true
+        default: return false
+        }
     }
 
     static func unmount(_ args: ParsedArguments) throws -> Int32 {
@@ -211,8 +254,17 @@ enum MountFlow {
         return 0
     }
 
+    /// A lock of a vault that is not mounted (a lock unmounted it, or it never was) or is
+    /// locked already has reached what was asked: exit 0 with a note, as `lock` twice in a
+    /// script must not fail. A dead mount, another user's, or one out of reach still fail.
     static func lock(_ args: ParsedArguments) throws -> Int32 {
-        let reply = try control(args.mountpoint, ControlRequest(command: "lock"))
+        let mp = RuntimeRegistry.canonical(args.mountpoint)
+        try RuntimeRegistry().checkDirectory()
+        if RuntimeRegistry().entry(forMountpoint: mp) == nil, case .notMounted = unregistered(mp) {
+            print("no vault is mounted at \(mp): nothing to lock")
+            return 0
+        }
+        let reply = try control(mp, ControlRequest(command: "lock"))
         print(reply.message)
         return 0
     }
@@ -222,12 +274,23 @@ enum MountFlow {
         // As lock and status do: an untrusted registry lists nothing, and unlock then said
         // "no vault is mounted" about a mounted vault.
         try RuntimeRegistry().checkDirectory()
-        guard let entry = RuntimeRegistry().entry(forMountpoint: mp) else { throw unregistered(mp) }
+        guard let entry = RuntimeRegistry().entry(forMountpoint: mp) else {
+            let why = unregistered(mp)
+            // After `lock` (which unmounts by default) "no vault is mounted" did not say what to do.
+            if case .notMounted = why { throw CLIError.notMountedToUnlock(mp) }
+            throw why
+        }
         let layout = StoreLayout(root: entry.store)
         let user = try args.userName()
         let accounts = try AccountStore(layout: layout)
         // 'no such account' before the password, as 'user passwd' does (it came after it).
         try UserCommands.requireAccount(accounts, user)
+        // An unlocked vault needs no password: said at once, exit 0 (it asked for the
+        // password, derived the key, and then failed with "the mount is not locked").
+        if lockState(mp) == LockController.State.unlocked.rawValue {
+            print("the vault at \(mp) is not locked")
+            return 0
+        }
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
         // Lock events so far, read before the (slow) key derivation: a lock that comes while

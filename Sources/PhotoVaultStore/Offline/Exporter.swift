@@ -125,6 +125,7 @@ public final class Exporter {
         mutating func leaf(_ entry: VaultEntry, stat st: stat, into destfd: Int32, localPath: String) throws {
             let local = Run.localName(entry)
             if OfflineSys.isRegular(st) {
+                if try isUnchanged(st, destfd, local) { return unchanged(localPath) }
                 try file(entry, into: destfd, local: local, localPath: localPath)
             } else if OfflineSys.isSymlink(st) {
                 try symlink(entry, stat: st, into: destfd, local: local, localPath: localPath)
@@ -132,6 +133,22 @@ public final class Exporter {
                 summary.skipped.append(entry.path.description)
                 progress(.skipped(entry.path.description, reason: "not a regular file, directory or symlink in the store"))
             }
+        }
+
+        /// Whether the local `local` is already the vault file whose ciphertext `st` describes
+        /// (without `force`): a regular file of the same size and modification time, as rsync
+        /// judges it, so that a rerun of an interrupted export continues where it stopped.
+        func isUnchanged(_ st: stat, _ destfd: Int32, _ local: [CChar]) throws -> Bool {
+            guard !force, let there = try OfflineSys.lstat(destfd, local), OfflineSys.isRegular(there),
+                  let size = try? tree.layout.plaintextSize(ciphertextSize: UInt64(st.st_size)) else { return false }
+            return size == UInt64(there.st_size) && there.st_mtim.tv_sec == st.st_mtim.tv_sec
+                && there.st_mtim.tv_nsec == st.st_mtim.tv_nsec
+        }
+
+        /// A local entry already in place: counted, not copied again.
+        mutating func unchanged(_ localPath: String) {
+            summary.unchanged += 1
+            progress(.unchanged(localPath))
         }
 
         /// Whether `local` exists (and may be replaced: `force`, not a directory).
@@ -340,11 +357,14 @@ public final class Exporter {
         }
 
         mutating func symlink(_ entry: VaultEntry, stat st: stat, into destfd: Int32, local: [CChar], localPath: String) throws {
-            try checkReplace(destfd, local, localPath)
             let sealed = try OfflineSys.readLink(entry.parent.fd, entry.cName)
             let target: [UInt8]
             do { target = try LinkTarget.open(sealed, keyring: tree.keyring) }
             catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: entry.path.description, detail: d) }
+            // Already this link (a rerun): left as it is.
+            if !force, let there = try OfflineSys.lstat(destfd, local), OfflineSys.isSymlink(there),
+               (try? OfflineSys.readLink(destfd, local)) == target { return unchanged(localPath) }
+            try checkReplace(destfd, local, localPath)
             let tmp = Array((Exporter.tempPrefix + Base64Hex.random(8)).utf8CString)
             let rc = target.withUnsafeBufferPointer { t -> Int32 in
                 let c = t.map { CChar(bitPattern: $0) } + [0]

@@ -10,7 +10,7 @@ import PhotoVaultCrypto
 /// Without `repair` nothing is written: files are opened read-only (with O_NOATIME where
 /// permitted) and only a shared `TreeLock` is taken. With `repair` (exclusive lock) fsck
 /// makes exactly two kinds of change, each listed in `FsckSummary.actions`:
-///  1. an entry that cannot be decrypted — a damaged name, foreign entry, orphan companion,
+///  1. an entry that cannot be decrypted — a damaged name, foreign entry,
 ///     directory without a valid `.pvdir`, file with a damaged header or chunk, damaged
 ///     symlink, unsupported file type or a root `.pvmount` that is not a regular file — is
 ///     moved whole into `/lost+found` (an ordinary encrypted directory at the tree root,
@@ -18,7 +18,10 @@ import PhotoVaultCrypto
 ///     a long-named entry's companion is removed after the move, as FORMAT.md prescribes for
 ///     any entry leaving a directory; one that cannot be moved (`/lost+found` cannot be
 ///     created or opened, or the rename fails) is reported `repairFailed`, counted in
-///     `FsckSummary.leftInPlace` and left in place, and the repair goes on;
+///     `FsckSummary.leftInPlace` and left in place, and the repair goes on. A sync tool's
+///     conflict copy is named after its entry's plaintext (`recoveredName`); debris in which
+///     nothing can be read (an orphan companion, a foreign file whose header does not open)
+///     is set aside in the root's `NameCodec.debrisDirectory` instead, out of the mount's view;
 ///  2. leftover `.pvtmp-*` temp files are deleted (a temp directory only if it holds
 ///     nothing but `.pvdir` and temp files).
 /// Damage is only what was read and failed authentication or PhotoVault's format
@@ -232,6 +235,10 @@ public final class Fsck {
             let sp = Walk.join(storePath, name)
             let shownInDir = Walk.join(dir.path.description, name)   // plaintext dir + ciphertext entry
             if name == DirectoryInfo.fileName { return nil }
+            if isRoot && name == NameCodec.debrisDirectory {
+                // What an earlier repair set aside; not examined (nothing in it reads).
+                if let st = try? OfflineSys.lstat(dir.fd, e.cName), OfflineSys.isDirectory(st) { return nil }
+            }
             if isRoot && name == TreeLock.mountLockName {
                 try mountLock(dir, e, shown: shownInDir, storePath: sp)
                 return nil
@@ -245,7 +252,8 @@ public final class Fsck {
                 let owner = Array(e.raw.dropLast(NameCodec.companionSuffix.utf8.count))
                 if !present.contains(owner) {
                     report(shownInDir, sp, .orphanCompanion, "long-name companion without its entry")
-                    if repair { try quarantine(dir, e, shown: shownInDir, storePath: sp, suggested: "orphan-companion " + name, isLong: false) }
+                    // Only a name, of an entry that is gone: nothing to recover in /lost+found.
+                    if repair { try setAside(dir, e, shown: shownInDir, storePath: sp) }
                 }
                 return nil   // otherwise checked with its entry
             }
@@ -256,7 +264,17 @@ public final class Fsck {
                 plain = p
             case .failure(let problem):
                 report(shownInDir, sp, problem.kind, problem.detail)
-                if repair && problem.kind != .unreadable { try quarantine(dir, e, shown: shownInDir, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true) }
+                guard repair && problem.kind != .unreadable else { return nil }
+                if let (plain, rest) = recoveredName(e, in: dir) {
+                    // A sync tool's conflict copy of an entry (`NAME.sync-conflict-...`,
+                    // `NAME (conflicted copy ...)`): named after the entry's plaintext.
+                    try quarantine(dir, e, shown: shownInDir, storePath: sp,
+                                   suggested: lostName(dir.path.appending(plain)) + Fsck.escape(rest), isLong: true)
+                } else if holdsNothingReadable(dir, e) {
+                    try setAside(dir, e, shown: shownInDir, storePath: sp)
+                } else {
+                    try quarantine(dir, e, shown: shownInDir, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true)
+                }
                 return nil
             }
             let path = dir.path.appending(plain)
@@ -659,6 +677,68 @@ public final class Fsck {
                 }
                 summary.actions.append(.movedToLostAndFound(storePath: storePath, name: name))
                 try AtomicFile.syncDirectory(lf.fd, summary.lostAndFound + "/" + name)
+                try AtomicFile.syncDirectory(dir.fd, storePath)
+                return
+            }
+        }
+
+        /// The entry's plaintext name and the rest of its store name, when the store name is
+        /// an entry name of `dir` followed by something else (a sync tool's conflict copy:
+        /// `NAME.sync-conflict-20261206-101010-ABCDEFG`, `NAME (conflicted copy 2026-12-06)`).
+        /// Nil when no prefix decrypts. Long names (`~hash...`) are not recovered this way.
+        func recoveredName(_ e: OfflineSys.Entry, in dir: VaultDirectory) -> ([UInt8], String)? {
+            let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+            let bytes = Array(e.name.utf8)
+            let n = bytes.prefix { alphabet.contains($0) }.count
+            guard n > 0, n < bytes.count, let sealed = Base64URL.decode(String(decoding: bytes[..<n], as: UTF8.self)),
+                  let plain = try? tree.names.names.open(sealed, domain: dir.info.id), NameCodec.isFileName(plain) else { return nil }
+            return (plain, String(decoding: bytes[n...], as: UTF8.self))
+        }
+
+        /// Whether entry `e` (whose name does not decrypt) is a regular file that is no
+        /// PhotoVault file of this vault: its header is missing, cut short or fails to open
+        /// (a foreign file, a sync tool's copy of a `.pvdir`). Given a name in /lost+found it
+        /// showed on the mount as a file that fails every read; a renamed ciphertext file
+        /// (its header opens) still goes to /lost+found, where it reads again.
+        func holdsNothingReadable(_ dir: VaultDirectory, _ e: OfflineSys.Entry) -> Bool {
+            guard let st = try? OfflineSys.lstat(dir.fd, e.cName), OfflineSys.isRegular(st), st.st_size > 0,
+                  let fd = try? Fsck.openFileForCheck(dir.fd, e.cName) else { return false }
+            do {
+                let content = try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring)
+                content.close()
+                return false
+            } catch {
+                close(fd)
+                return Fsck.isDamage(error)
+            }
+        }
+
+        /// Moves `e` out of `dir` into the tree root's `NameCodec.debrisDirectory` (made 0700 if
+        /// missing), under its store path with `/` as `%2F` (`.N` appended if taken): kept, not
+        /// shown. A failure leaves it in place (`repairFailed`), as for /lost+found.
+        mutating func setAside(_ dir: VaultDirectory, _ e: OfflineSys.Entry, shown: String, storePath: String) throws {
+            let debris = NameCodec.debrisDirectory
+            let made = mkdirat(resolver.root.fd, debris, 0o700) == 0
+            if made { try AtomicFile.syncDirectory(resolver.root.fd, "/") }
+            let fd = openat(resolver.root.fd, debris, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else {
+                return leaveInPlace(shown, storePath, "cannot open \(debris): \(String(cString: strerror(errno)))")
+            }
+            defer { close(fd) }
+            let stem = Fsck.escape(storePath).split(separator: "/", omittingEmptySubsequences: false).joined(separator: "%2F")
+            var attempt = 0
+            while true {
+                let name = attempt == 0 ? stem : stem + ".\(attempt)"
+                do {
+                    try OfflineSys.rename(dir.fd, e.cName, fd, Array(name.utf8CString), replace: false, display: name)
+                } catch StoreError.exists {
+                    attempt += 1
+                    continue
+                } catch {
+                    return leaveInPlace(shown, storePath, "\(error)")
+                }
+                summary.actions.append(.setAside(storePath: storePath, name: name))
+                try AtomicFile.syncDirectory(fd, debris)
                 try AtomicFile.syncDirectory(dir.fd, storePath)
                 return
             }

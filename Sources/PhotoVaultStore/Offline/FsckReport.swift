@@ -79,6 +79,16 @@ public enum FsckAction: Equatable, Sendable {
     case movedToLostAndFound(storePath: String, name: String)
     /// A leftover temp file or directory was deleted.
     case removedTemp(storePath: String)
+    /// An entry in which nothing can be read (`Fsck` says which) now lives in the tree root's
+    /// `NameCodec.debrisDirectory` under the store name `name`, out of the mount's view.
+    case setAside(storePath: String, name: String)
+
+    /// The store path of the entry acted on.
+    public var storePath: String {
+        switch self {
+        case .movedToLostAndFound(let sp, _), .removedTemp(let sp), .setAside(let sp, _): return sp
+        }
+    }
 }
 
 public struct FsckSummary: Equatable, Sendable {
@@ -104,6 +114,31 @@ public struct FsckSummary: Equatable, Sendable {
     public var lostAndFound = Fsck.lostAndFoundName
 
     public var isClean: Bool { problems.isEmpty }
+
+    /// The problems no action of `--repair` dealt with: those whose entry was neither moved
+    /// into lost+found nor removed (damaged xattrs, a shared file ID, an unreadable entry, a
+    /// temp directory that still holds entries). Empty after a repair that fixed everything.
+    public var unrepaired: [FsckProblem] {
+        let acted = Set(actions.map(\.storePath))
+        return problems.filter { !acted.contains($0.storePath) }
+    }
+
+    /// The plaintext path fsck showed for the entry at `storePath` (its first problem's).
+    public func shownPath(of storePath: String) -> String? { problems.first { $0.storePath == storePath }?.path }
+
+    /// One sentence for a repair, for the user: what was where, and where it is now.
+    public func sentence(for action: FsckAction) -> String {
+        switch action {
+        case .movedToLostAndFound(let sp, let name):
+            let what = shownPath(of: sp).map { FsckProblem.printable($0) } ?? sp
+            return "moved \(what) into /\(lostAndFound) as \(FsckProblem.printable(name))"
+        case .removedTemp(let sp):
+            return "removed \(shownPath(of: sp).map { FsckProblem.printable($0) } ?? sp), a temp file an interrupted write left"
+        case .setAside(let sp, let name):
+            return "set aside \(shownPath(of: sp).map { FsckProblem.printable($0) } ?? sp), which holds nothing readable, "
+                + "out of the mount's view (the store keeps it as \(NameCodec.debrisDirectory)/\(FsckProblem.printable(name)))"
+        }
+    }
 
     public init() {}
 }

@@ -266,6 +266,30 @@ public final class Importer {
             return true
         }
 
+        /// Whether `entry` is already the local regular file `st` describes (without `force`):
+        /// a regular file of the same plaintext size and modification time, as rsync judges
+        /// it. A rerun of an interrupted import then continues instead of stopping at the
+        /// first file it copied before (`exists`). A damaged size is not the same file.
+        func isUnchanged(_ entry: VaultEntry, as st: stat) throws -> Bool {
+            guard !force, let there = try entry.stat(), OfflineSys.isRegular(there),
+                  let size = try? tree.layout.plaintextSize(ciphertextSize: UInt64(there.st_size)) else { return false }
+            return size == UInt64(st.st_size) && there.st_mtim.tv_sec == st.st_mtim.tv_sec
+                && there.st_mtim.tv_nsec == st.st_mtim.tv_nsec
+        }
+
+        /// Whether `entry` is already a symlink to `target` (without `force`).
+        func isUnchangedLink(_ entry: VaultEntry, target: [UInt8]) throws -> Bool {
+            guard !force, let there = try entry.stat(), OfflineSys.isSymlink(there),
+                  let sealed = try? OfflineSys.readLink(entry.parent.fd, entry.cName) else { return false }
+            return (try? LinkTarget.open(sealed, keyring: tree.keyring)) == target
+        }
+
+        /// An entry already in place: counted, not copied again.
+        mutating func unchanged(_ entry: VaultEntry) {
+            summary.unchanged += 1
+            progress(.unchanged(entry.path.description))
+        }
+
         /// A vault directory being filled from a local one: the local directory's entries,
         /// and the next one to copy.
         struct Frame {
@@ -380,6 +404,7 @@ public final class Importer {
         /// Streams `src` (a regular file, or stdin when `st` is nil) into a temp file in the
         /// target directory, then renames it into place.
         mutating func file(from src: Int32, stat st: stat?, to entry: VaultEntry) throws {
+            if let st, try isUnchanged(entry, as: st) { return unchanged(entry) }
             let replacing = try checkReplace(entry)
             let display = entry.path.description
             let dirfd = entry.parent.fd
@@ -425,9 +450,10 @@ public final class Importer {
         }
 
         mutating func symlink(dirfd: Int32, name: [CChar], stat st: stat, to entry: VaultEntry) throws {
+            let target = try OfflineSys.readLink(dirfd, name)
+            if try isUnchangedLink(entry, target: target) { return unchanged(entry) }
             try checkReplace(entry)
             let display = entry.path.description
-            let target = try OfflineSys.readLink(dirfd, name)
             let sealed: String
             do { sealed = try LinkTarget.seal(target, keyring: tree.keyring) }
             catch { throw StoreError.io(errno: ENAMETOOLONG, context: "symlink target of \(display) is longer than \(LinkTarget.maxPlainLength) bytes") }

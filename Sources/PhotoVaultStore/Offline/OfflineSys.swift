@@ -53,7 +53,7 @@ public enum OfflineSys {
 
     public static func isDirectory(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFDIR }
     public static func isRegular(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFREG }
-    static func isSymlink(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFLNK }
+    public static func isSymlink(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFLNK }
 
     /// "a FIFO", "a directory", ... (for messages).
     static func typeName(_ st: stat) -> String {

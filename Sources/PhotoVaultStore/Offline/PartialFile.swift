@@ -60,6 +60,7 @@ public enum PartialFile {
         let fd = PartialFile.dirfd.exchange(-1, ordering: .acquiring)
         if fd >= 0 { _ = unlinkat(fd, PartialFile.name, 0) }
         MadeDirectories.Records.removeEmptyOnSignal()
+        InterruptNote.write()
         signal(sig, SIG_DFL)
         raise(sig)
     }
@@ -74,4 +75,41 @@ public enum PartialFile {
 
     /// The registered file is in place under its name, or removed.
     static func clear() { dirfd.store(-1, ordering: .releasing) }
+}
+
+/// The line a signal that ends an offline import or export writes to standard error before
+/// the command dies (a Ctrl-C printed nothing, exit 130, so the user did not know what was
+/// kept or how to go on). The command keeps it current (`set`, after each file it starts or
+/// completes); the handler only loads an atomic and calls write(2), which is
+/// async-signal-safe. Two buffers: `set` fills the one the handler is not pointed at, then
+/// points it there.
+public enum InterruptNote {
+    static let capacity = 4096
+    private static let buffers: UnsafeMutablePointer<UInt8> = {
+        let p = UnsafeMutablePointer<UInt8>.allocate(capacity: 2 * capacity)
+        p.initialize(repeating: 0, count: 2 * capacity)
+        return p
+    }()
+    /// Which buffer (bit 32) and how many bytes of it (low bits); 0 when there is no note.
+    private static let current = Atomic<Int64>(0)
+
+    /// The note a signal would print now (cut at `capacity` bytes).
+    public static func set(_ text: String) {
+        let bytes = Array(text.utf8.prefix(capacity))
+        let which: Int64 = (current.load(ordering: .acquiring) >> 32) & 1 == 0 ? 1 : 0
+        let base = buffers + Int(which) * capacity
+        for (i, b) in bytes.enumerated() { base[i] = b }
+        current.store(which << 32 | Int64(bytes.count), ordering: .releasing)
+    }
+
+    /// No note (the command is past the point where one applies).
+    public static func clear() { current.store(0, ordering: .releasing) }
+
+    /// For the signal handler.
+    static func write() {
+        let c = current.load(ordering: .acquiring)
+        let count = Int(c & 0xffff_ffff)
+        guard count > 0 else { return }
+        _ = Glibc.write(STDERR_FILENO, buffers + Int((c >> 32) & 1) * capacity, count)
+    }
 }

@@ -13,6 +13,10 @@ public enum ProgressEvent: Equatable, Sendable {
     /// A regular file is complete and in place under its final name.
     case file(String, bytes: UInt64)
     case symlink(String)
+    /// Not copied because the destination already holds it: a regular file of the same size
+    /// and modification time, or a symlink with the same target (a rerun of an interrupted
+    /// import or export continues where it stopped). Only without `force`.
+    case unchanged(String)
     /// Not copied, with why (a FIFO, socket or device; an entry whose name does not decrypt).
     case skipped(String, reason: String)
 }
@@ -26,6 +30,8 @@ public struct TransferSummary: Equatable, Sendable {
     public var bytes: UInt64 = 0
     /// Paths reported as `.skipped`.
     public var skipped: [String] = []
+    /// Files and symlinks already in place (`.unchanged`), left as they were.
+    public var unchanged = 0
 
     public init() {}
 }
