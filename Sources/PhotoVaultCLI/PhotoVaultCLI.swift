@@ -1,5 +1,6 @@
 import Glibc
 import PhotoVaultCrypto
+import PhotoVaultSession
 import PhotoVaultStore
 
 /// Where the command writes. `standard` is stdout/stderr; tests capture into strings.
@@ -61,7 +62,8 @@ public enum PhotoVaultCLI {
                            handlers: [String: CommandHandler] = Dispatch.handlers) -> Int32 {
         let invocation: Invocation
         do {
-            invocation = try ArgumentParser().parse(args)
+            // `photovault STORE MOUNTPOINT -o OPTIONS`, as mount.fuse3 runs it, is `mount`.
+            invocation = try ArgumentParser().parse(MountHelperForm.commandLine(for: args) ?? args)
         } catch {
             return report(error, console)
         }
@@ -104,6 +106,7 @@ public enum PhotoVaultCLI {
     public static func describe(_ error: Error) -> (String, Int32) {
         switch error {
         case let e as UsageError: return (e.description, ExitCodes.usage)
+        case let e as SessionError: return ("photovault: \(e.description)", ExitCodes.usage)
         case let e as TransferFailure:
             let (message, code) = describe(e.underlying)
             return ("\(message) (\(e.note))", code)
