@@ -165,7 +165,8 @@ extension CommandSpec {
             options: [
                 userOption,
                 OptionSpec("foreground", short: "f", help: "Stay in the foreground instead of detaching; "
-                               + "Ctrl-C unmounts."),
+                               + "Ctrl-C or SIGTERM unmounts. Under systemd (Type=notify) it sends "
+                               + "READY=1 once the mount is live and STOPPING=1 as it unmounts."),
                 OptionSpec("read-only", help: "Mount read-only."),
                 OptionSpec("allow-other", help: "Let other users (and root) see the files; needs "
                                + "user_allow_other in /etc/fuse.conf."),

@@ -2,6 +2,7 @@ import Foundation
 import PhotoVaultCrypto
 import PhotoVaultFS
 import PhotoVaultLock
+import PhotoVaultSession
 import PhotoVaultStore
 import CLinux
 
@@ -209,10 +210,17 @@ enum MountDaemon {
             fs.requestExit()
         }
         if !settings.foreground { detachStdio() }
+        if settings.foreground && stoppedBy == nil {
+            // A `Type=notify` unit (`mount -f` under systemd): the mount is in the mount table and
+            // requests to it wait for the loop below, so units ordered after this one find the
+            // vault there. Only the foreground process is the unit's main process.
+            SystemdNotifier.ready(status: "Mounted the vault at \(canonicalMP)")
+        }
         for r in held where stoppedBy == nil { handler(r) }   // a lock signal (SIGUSR1) that came early
         keeper?.start()
 
         let code = fs.run()
+        if settings.foreground { SystemdNotifier.stopping(status: "Unmounting \(canonicalMP) and zeroing its keys") }
         thumbnailGuard?.deactivate()
 
         controller.shutDown()   // wipes the file system's keys; no unlock can follow
