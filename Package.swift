@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "PhotoVaultLock", dependencies: ["CSystemd"]),
         // 5b. Session: what starts and opens the vault with the user's session (mount(8)'s
         //     helper form, systemd's readiness protocol, pam_exec's input). No FUSE, no store writes.
-        .target(name: "PhotoVaultSession", dependencies: ["CSystemd"]),
+        .target(name: "PhotoVaultSession", dependencies: ["PhotoVaultCrypto", "CSystemd"]),
         // 6. The command: argument parsing, help, and the commands themselves.
         .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultSession", "PhotoVaultCrypto", "CLinux"]),
         .executableTarget(name: "photovault", dependencies: ["PhotoVaultCLI"]),
@@ -38,7 +38,7 @@ let package = Package(
         .testTarget(name: "PhotoVaultStoreTests", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto"],
                     resources: [.copy("Vectors")]),
         .testTarget(name: "PhotoVaultLockTests", dependencies: ["PhotoVaultLock"]),
-        .testTarget(name: "PhotoVaultSessionTests", dependencies: ["PhotoVaultSession"]),
+        .testTarget(name: "PhotoVaultSessionTests", dependencies: ["PhotoVaultSession", "PhotoVaultCrypto"]),
         .testTarget(name: "PhotoVaultCLITests", dependencies: ["PhotoVaultCLI"]),
         // Integration tests: drive the built `photovault` binary and real tools on a real mount.
         .testTarget(name: "PhotoVaultFSTests", dependencies: ["PhotoVaultFS", "PhotoVaultStore", "PhotoVaultCrypto"]),

@@ -542,5 +542,8 @@ public enum ProcessSetup {
         if argv.count > 1 && argv[1] == DaemonLauncher.daemonCommand {
             MountDaemon.childMain(Array(argv.dropFirst(2)))
         }
+        if argv.count > 1 && argv[1] == PamCommand.workerCommand {
+            PamWorker.main(Array(argv.dropFirst(2)))
+        }
     }
 }
