@@ -106,7 +106,8 @@ public enum PhotoVaultCLI {
     public static func describe(_ error: Error) -> (String, Int32) {
         switch error {
         case let e as UsageError: return (e.description, ExitCodes.usage)
-        case let e as SessionError: return ("photovault: \(e.description)", ExitCodes.usage)
+        case let e as SessionError: return ("photovault: \(e.description)", e.exitCode)
+        case let e as FirstUseAdvice: return ("photovault: \(e.description)", e.exitCode)
         case let e as TransferFailure:
             let (message, code) = describe(e.underlying)
             return ("\(message) (\(e.note))", code)

@@ -42,13 +42,18 @@ enum MountFlow {
         let user = try args.userName()
         do { _ = try layout.loadConfig() } catch StoreError.storeNotInitialised(let path) {
             guard try offerFirstRun(layout: layout, user: user, args: args) else {
+                // Without a terminal (systemd, a display manager) the offer could not be made.
+                if isatty(0) != 1 || isatty(2) != 1 { throw FirstUseAdvice.noStore(path) }
                 throw StoreError.storeNotInitialised(path: path)
             }
         }
         let accounts = try AccountStore(layout: layout)
         // 'no such account' before the password, as 'user passwd' does (it came after it).
         try UserCommands.requireAccount(accounts, user)
-        let password = try PasswordInput().password(args)
+        let password: SecureBytes
+        do { password = try PasswordInput().password(args) } catch CLIError.noTerminal {
+            throw FirstUseAdvice.noPasswordSource()
+        }
         defer { password.wipe() }
         let opened = try accounts.open(user: user, password: password)
         defer { opened.masterKey.wipe() }
