@@ -122,6 +122,15 @@ enum PamWorker {
             return
         }
         guard !options.noMount else { return }
+        // At login the session the mount belongs to is still being opened: wait for it (on a
+        // systemd machine, at most 30 s; the login goes on meanwhile), so that the mount is
+        // registered where the session's commands look and watches the session's lock.
+        let session = UserSession.await(uid: getuid(), timeout: 30)
+        if let rt = session.runtimeDirectory, RuntimeRegistry.isUsableRuntimeDirectory(rt) {
+            setenv("XDG_RUNTIME_DIR", rt, 1)
+            setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=\(rt)/bus", 1)
+        }
+        if let id = session.sessionID { setenv("XDG_SESSION_ID", id, 1) }
         var settings = MountSettings(store: store, mountpoint: options.mountpoint ?? Defaults.mountpoint())
         settings.idle = options.idle
         settings.onLock = options.onLock
