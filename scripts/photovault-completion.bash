@@ -20,7 +20,7 @@ _photovault() {
         case $w in
             --) ended=1 ;;
             --*=*) ;;
-            --cipher|--chunk-size|--store|--passfile|--extpass|--new-passfile|--recovery-key-file|--login-passfile|--user|--idle|--on-lock|--lock-grace|--class)
+            --cipher|--chunk-size|--store|--passfile|--extpass|--new-passfile|--recovery-key-file|--login-passfile|--user|--idle|--on-lock|--lock-grace|--options|--class)
                 if [[ ${COMP_WORDS[i+1]} == "=" ]]; then i+=2; else i+=1; fi ;;
             -?*) ;;
             *)
@@ -55,6 +55,7 @@ _photovault() {
             --idle) :; _photovault_prefix "$pre"; return 0 ;;
             --on-lock) _photovault_compgen -W "unmount stay"; _photovault_prefix "$pre"; return 0 ;;
             --lock-grace) :; _photovault_prefix "$pre"; return 0 ;;
+            --options) :; _photovault_prefix "$pre"; return 0 ;;
             --class) _photovault_compgen -W "complete complete-unless-open until-first-auth none"; _photovault_prefix "$pre"; return 0 ;;
         esac
     fi
@@ -71,7 +72,7 @@ _photovault() {
             "user check") _photovault_compgen -W "--store --help -h" ;;
             "user add-login") _photovault_compgen -W "--login-passfile --passfile --password-stdin --extpass --store --help -h" ;;
             "user remove-login") _photovault_compgen -W "--passfile --password-stdin --extpass --store --help -h" ;;
-            "mount") _photovault_compgen -W "--user --foreground -f --read-only --allow-other --idle --on-lock --lock-grace --private-thumbnails --no-dbus --passfile --password-stdin --extpass --store --help -h" ;;
+            "mount") _photovault_compgen -W "--user --foreground -f --read-only --allow-other --idle --on-lock --lock-grace --private-thumbnails --no-dbus --options -o --passfile --password-stdin --extpass --store --help -h" ;;
             "unmount") _photovault_compgen -W "--store --help -h" ;;
             "lock") _photovault_compgen -W "--store --help -h" ;;
             "unlock") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;

@@ -209,6 +209,12 @@ extension CommandSpec {
                                + "desktop's plaintext thumbnail cache (~/.cache/thumbnails)."),
                 OptionSpec("no-dbus", help: "Do not watch the desktop session's lock over D-Bus "
                                + "(lock only on --idle, signal or 'photovault lock')."),
+                OptionSpec("options", short: "o", value: "OPTIONS",
+                           help: "Mount options as in an fstab line, comma-separated: ro, rw, allow_other, "
+                               + "user=, passfile=, extpass=, idle=, on-lock=, lock-grace=, private-thumbnails, "
+                               + "no-dbus (the same as the options above); generic ones (noauto, nofail, "
+                               + "defaults, dev, suid, exec...) are ignored.",
+                           repeats: true, completion: .nothing),
             ] + passwordOptions,
             examples: [
                 Example("photovault mount", "Mount your vault at ~/PhotoVault."),
@@ -216,6 +222,7 @@ extension CommandSpec {
                         "Mount elsewhere, lock after 10 idle minutes and stay mounted when locked."),
                 Example("pass show photovault | photovault mount --password-stdin -f",
                         "Take the password from a password manager and stay in the foreground."),
+                Example("photovault mount -o ro,idle=10m", "Mount read-only, as with gocryptfs or sshfs."),
             ]),
 
         CommandSpec(

@@ -30,7 +30,16 @@ public enum MountHelperForm {
                 throw SessionError.helperUsage
             }
         }
-        var result = ["mount", "--store", store]
+        return ["mount", "--store", store] + (try longOptions(for: words))
+            // After the options: a mountpoint starting with a dash is no option (`--` ends them).
+            + ["--", mountpoint]
+    }
+
+    /// The `photovault mount` options that mount(8)-style words stand for (the words of
+    /// `-o`, split at commas): ["ro", "idle=10m"] gives ["--idle", "10m", "--read-only"].
+    /// Generic words are dropped; an unknown word throws.
+    public static func longOptions(for words: [String]) throws -> [String] {
+        var result: [String] = []
         var readOnly = false
         for word in words {
             let (name, value) = splitOption(word)
@@ -52,8 +61,7 @@ public enum MountHelperForm {
             }
         }
         if readOnly { result.append("--read-only") }
-        // After the options: a mountpoint starting with a dash is no option (`--` ends them).
-        return result + ["--", mountpoint]
+        return result
     }
 
     /// `-o` words that carry a `photovault mount` option's value.
@@ -71,7 +79,7 @@ public enum MountHelperForm {
                                        "lazytime", "nolazytime", "async", "loud", "silent"]
 
     /// mount(8) options are comma-separated; empty words (",,") are skipped.
-    static func split(_ text: String) -> [String] { text.split(separator: ",").map(String.init) }
+    public static func split(_ text: String) -> [String] { text.split(separator: ",").map(String.init) }
 
     static func splitOption(_ word: String) -> (String, String?) {
         guard let eq = word.firstIndex(of: "=") else { return (word, nil) }

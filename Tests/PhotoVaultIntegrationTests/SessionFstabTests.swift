@@ -96,4 +96,26 @@ final class SessionFstabTests: XCTestCase {
         XCTAssertTrue(lines[4].contains("unknown mount option 'sync'"), lines[4])
         XCTAssertEqual(lines[5], "exit 2")
     }
+
+    /// `photovault mount -o ro` (gocryptfs' and sshfs' habit; issue 38 asks for it too): the
+    /// same words as an fstab line, merged with the options given directly.
+    func testMountDashOTakesTheFstabWords() {
+        let s = Sandbox("pv-session-fstab")
+        s.initStore()
+        let mp = s.mount(extra: ["-o", "ro,on-lock=stay,noauto", "-o", "idle=1h"])
+        XCTAssertEqual(Harness.run(["findmnt", "-no", "VFS-OPTIONS", mp]).stdout.split(separator: ",").first, "ro")
+        let touch = Harness.run(["touch", mp + "/new"])
+        XCTAssertNotEqual(touch.status, 0)
+        XCTAssertTrue(touch.stderr.contains("Read-only file system"), touch.stderr)
+        s.unmount(mp)
+
+        let base = ["mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus"]
+        let twice = s.pv(base + ["--idle", "5m", "-o", "idle=10m"])
+        XCTAssertEqual(twice.status, 2, twice.stderr)
+        XCTAssertTrue(twice.stderr.contains("option '--idle' given both directly and in -o"), twice.stderr)
+        let unknown = s.pv(base + ["-o", "ro,sync"])
+        XCTAssertEqual(unknown.status, 2, unknown.stderr)
+        XCTAssertTrue(unknown.stderr.contains("unknown mount option 'sync'"), unknown.stderr)
+        XCTAssertFalse(Harness.isMounted(mp))
+    }
 }

@@ -5,7 +5,8 @@ import PhotoVaultStore
 
 /// `photovault mount`, `unmount`, `lock`, `unlock` and `status`.
 enum MountFlow {
-    static func mount(_ args: ParsedArguments) throws -> Int32 {
+    static func mount(_ given: ParsedArguments) throws -> Int32 {
+        let args = try given.mergingMountOptionWords()
         var settings = MountSettings(store: args.storePath, mountpoint: args.mountpoint)
         settings.readOnly = args.flag("read-only")
         settings.allowOther = args.flag("allow-other")
