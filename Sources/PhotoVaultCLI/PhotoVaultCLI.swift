@@ -63,7 +63,12 @@ public enum PhotoVaultCLI {
         let invocation: Invocation
         do {
             // `photovault STORE MOUNTPOINT -o OPTIONS`, as mount.fuse3 runs it, is `mount`.
-            invocation = try ArgumentParser().parse(MountHelperForm.commandLine(for: args) ?? args)
+            if let helper = try MountHelperForm.commandLine(for: args) {
+                SessionEnvironment.adoptUserRuntimeDirectory()   // mount(8) passed none
+                invocation = try ArgumentParser().parse(helper)
+            } else {
+                invocation = try ArgumentParser().parse(args)
+            }
         } catch {
             return report(error, console)
         }

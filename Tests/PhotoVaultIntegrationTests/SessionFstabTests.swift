@@ -118,4 +118,32 @@ final class SessionFstabTests: XCTestCase {
         XCTAssertTrue(unknown.stderr.contains("unknown mount option 'sync'"), unknown.stderr)
         XCTAssertFalse(Harness.isMounted(mp))
     }
+
+    /// An fstab line with mount.fuse3's `setuid=USER`, mounted by root: photovault runs as
+    /// that user, so the mount is theirs (a root-owned FUSE mount shuts every other user out),
+    /// their default store is found without HOME, and `umount` by root ends their daemon.
+    func testAnFstabLineWithSetuidMountsTheVaultForThatUser() {
+        let s = Sandbox("pv-session-fstab")
+        let home = SessionTestUser.prepare(s, loginPassword: "login words 1", vaultPassword: "vault words 2")
+        let user = SessionTestUser.name
+        let uid = Harness.run(["id", "-u", user]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let r = inNamespace(s, """
+            \(SessionTestUser.openFuseDevice(s))
+            asu() { runuser -u \(user) -- env -u XDG_RUNTIME_DIR -u PHOTOVAULT_DEVICE_SECRET -u XDG_DATA_HOME HOME=\(home) "$@"; }
+            asu photovault init >/dev/null && asu photovault user add --passfile \(s.root)/vp >/dev/null || { echo "setup failed"; exit 1; }
+            asu mkdir \(home)/vault
+            echo "from the user's session" | asu photovault import --passfile \(s.root)/vp - /note.txt 2>/dev/null
+            printf '%s %s fuse.photovault noauto,setuid=\(user),passfile=%s,no-dbus 0 0\\n' \(home)/.local/share/photovault/store \(home)/vault \(s.root)/vp > \(s.root)/fstab
+            mount -T \(s.root)/fstab \(home)/vault >/dev/null || { echo "mount failed: $?"; exit 1; }
+            grep " \(home)/vault " /proc/self/mountinfo | grep -o "user_id=[0-9]*"
+            asu cat \(home)/vault/note.txt
+            asu photovault status | grep -o "state=unlocked"
+            umount \(home)/vault && for _ in $(seq 200); do asu photovault status | grep -q "no vault mounted" && break; sleep 0.05; done
+            asu photovault status
+            rm -rf /tmp/photovault-\(uid)
+            """)
+        XCTAssertEqual(r.status, 0, "stdout: \(r.stdout) stderr: \(r.stderr)")
+        XCTAssertEqual(r.stdout.split(separator: "\n").map(String.init),
+                       ["user_id=\(uid)", "from the user's session", "state=unlocked", "no vault mounted"], r.stderr)
+    }
 }

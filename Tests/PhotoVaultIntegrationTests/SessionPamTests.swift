@@ -11,7 +11,7 @@ import XCTest
 /// where a node of the same device with Debian's usual mode 666 is bound over it; the user's
 /// mounts live and die in that namespace.
 final class SessionPamTests: XCTestCase {
-    static let osUser = "pvsession"
+    static let osUser = SessionTestUser.name
     static let loginPassword = "login words 1"
     static let vaultPassword = "vault words 2"
 
@@ -21,25 +21,8 @@ final class SessionPamTests: XCTestCase {
         super.tearDown()
     }
 
-    /// The OS user with its home in the sandbox and a known login password.
     private func prepareUser(_ s: Sandbox) -> String {
-        let home = s.root + "/home"
-        chmod(s.root, 0o755)
-        if Harness.run(["id", Self.osUser]).status != 0 {
-            XCTAssertEqual(Harness.run(["useradd", "-M", "-s", "/bin/bash", "-d", home, Self.osUser]).status, 0)
-        }
-        let prep = Harness.sh("""
-            set -e
-            usermod -d \(home) \(Self.osUser) 2>/dev/null || true
-            mkdir -p \(home) && chown \(Self.osUser): \(home) && chmod 700 \(home)
-            echo '\(Self.osUser):\(Self.loginPassword)' | chpasswd
-            printf '%s\\n' '\(Self.vaultPassword)' > \(s.root)/vp
-            printf '%s\\n' '\(Self.loginPassword)' > \(s.root)/lp
-            printf '%s\\n' 'not the password' > \(s.root)/wrong
-            chown \(Self.osUser) \(s.root)/vp \(s.root)/lp \(s.root)/wrong && chmod 600 \(s.root)/vp \(s.root)/lp \(s.root)/wrong
-            """)
-        XCTAssertEqual(prep.status, 0, prep.stderr)
-        return home
+        SessionTestUser.prepare(s, loginPassword: Self.loginPassword, vaultPassword: Self.vaultPassword)
     }
 
     /// A PAM service of this test's own holding `lines`.
@@ -58,7 +41,7 @@ final class SessionPamTests: XCTestCase {
         let full = """
             set -u
             mount --make-rprivate / || exit 99
-            mknod \(s.root)/fuse c 10 229 && chmod 666 \(s.root)/fuse && mount --bind \(s.root)/fuse /dev/fuse || { echo "no fuse node"; exit 99; }
+            \(SessionTestUser.openFuseDevice(s))
             H=\(home); MP=\(home)/PhotoVault; PV=\(Harness.binary); U=\(Self.osUser)
             ACC=$H/.local/share/photovault/store/accounts
             cleanup() {

@@ -85,14 +85,9 @@ enum PamWorker {
         setenv("HOME", home, 1)
         setenv("USER", user, 1)
         setenv("LOGNAME", user, 1)
-        let runtime = "/run/user/\(uid)"
-        if RuntimeRegistry.isUsableRuntimeDirectory(runtime) {
-            setenv("XDG_RUNTIME_DIR", runtime, 1)
-            var st = stat()
-            if stat(runtime + "/bus", &st) == 0 { setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=\(runtime)/bus", 1) }
-        } else {
-            unsetenv("XDG_RUNTIME_DIR")
-        }
+        unsetenv("XDG_RUNTIME_DIR")
+        unsetenv("DBUS_SESSION_BUS_ADDRESS")
+        SessionEnvironment.adoptUserRuntimeDirectory()
         return true
     }
 
