@@ -19,7 +19,11 @@ enum SessionTestUser {
         }
         let prep = Harness.sh("""
             set -e
+            # usermod refuses while the user runs anything (a daemon of the previous test,
+            # still on its way out after its lazy unmount): wait for those first.
+            for _ in $(seq 200); do pgrep -u \(name) >/dev/null || break; sleep 0.05; done
             usermod -d \(home) \(name) 2>/dev/null || true
+            [ "$(getent passwd \(name) | cut -d: -f6)" = \(home) ] || { echo "the home of \(name) is not \(home)" >&2; exit 1; }
             mkdir -p \(home) && chown \(name): \(home) && chmod 700 \(home)
             echo '\(name):\(loginPassword)' | chpasswd
             printf '%s\\n' '\(vaultPassword)' > \(s.root)/vp
