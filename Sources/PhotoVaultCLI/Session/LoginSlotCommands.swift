@@ -11,8 +11,9 @@ enum LoginSlotCommands {
         try UserCommands.requireAccount(accounts, user)
         let password = try PasswordInput().password(args)
         defer { password.wipe() }
-        // The vault password is checked before the login password is typed twice for nothing.
-        try accounts.open(user: user, password: password).wipe()
+        // Before the login password is typed twice, the vault password is checked, so a wrong
+        // one is said first (from --login-passfile nothing is typed: one Argon2id is enough).
+        if !args.has("login-passfile") { try accounts.open(user: user, password: password).wipe() }
         let login = try loginPassword(args)
         defer { login.wipe() }
         try accounts.addLoginSlot(user: user, password: password, loginPassword: login,
