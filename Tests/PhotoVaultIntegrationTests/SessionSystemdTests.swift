@@ -45,7 +45,8 @@ final class SessionSystemdTests: XCTestCase {
         let notify = NotifySocket(path: s.root + "/notify")
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Harness.binary)
-        p.arguments = ["mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus", "-f"]
+        p.arguments = ["mount", mp, "--store", s.store, "--user", "alice", "--passfile", s.passfile, "--no-dbus", "-f",
+                       "--on-lock", "stay"]
         p.environment = ProcessInfo.processInfo.environment.merging(s.env) { _, b in b }
             .merging(["NOTIFY_SOCKET": notify.path]) { _, b in b }
         p.standardInput = FileHandle.nullDevice
@@ -68,8 +69,15 @@ final class SessionSystemdTests: XCTestCase {
         let readyMessage = try XCTUnwrap(ready, "no READY=1 within 30 s (before: \(before))")
         XCTAssertTrue(liveAtReady, "READY=1 came before the mount was in the mount table")
         XCTAssertEqual(read, "in the vault")
-        XCTAssertTrue(readyMessage.split(separator: "\n").contains("STATUS=Mounted the vault at \(mp)"), readyMessage)
+        XCTAssertTrue(readyMessage.split(separator: "\n").contains("STATUS=Mounted the vault at \(mp), unlocked"), readyMessage)
         XCTAssertFalse(before.contains { $0.contains("READY=1") })
+
+        // The lock state follows in STATUS= lines (the mount stays: --on-lock stay).
+        XCTAssertEqual(s.pv(["lock", mp]).status, 0)
+        XCTAssertEqual(notify.receive(within: 10), "STATUS=Mounted the vault at \(mp), locked: files of class complete "
+                       + "are unreadable until 'photovault unlock'")
+        XCTAssertEqual(s.pv(["unlock", mp, "--user", "alice", "--passfile", s.passfile]).status, 0)
+        XCTAssertEqual(notify.receive(within: 10), "STATUS=Mounted the vault at \(mp), unlocked")
 
         kill(p.processIdentifier, SIGTERM)
         let stopping = notify.receive(within: 10)
