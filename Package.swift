@@ -2,7 +2,7 @@
 // PhotoVault: an encrypted photo vault for Linux (FUSE + libsodium).
 // Layers, each testable without the one above it:
 //   C bridges (CSodium, COpenSSL, CIPSecMB, CFuse, CSystemd) -> PhotoVaultCrypto -> PhotoVaultStore
-//   -> PhotoVaultFS / PhotoVaultLock -> PhotoVaultCLI -> photovault
+//   -> PhotoVaultFS / PhotoVaultLock / PhotoVaultSession -> PhotoVaultCLI -> photovault
 import PackageDescription
 
 let package = Package(
@@ -27,14 +27,18 @@ let package = Package(
         .target(name: "PhotoVaultFS", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto", "CFuse", "CLinux"]),
         // 5. Lock watching: D-Bus, signals, idle timer, control socket.
         .target(name: "PhotoVaultLock", dependencies: ["CSystemd"]),
+        // 5b. Session: what starts and opens the vault with the user's session (mount(8)'s
+        //     helper form, systemd's readiness protocol, pam_exec's input). No FUSE, no store writes.
+        .target(name: "PhotoVaultSession", dependencies: ["PhotoVaultCrypto", "CSystemd"]),
         // 6. The command: argument parsing, help, and the commands themselves.
-        .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultCrypto", "CLinux"]),
+        .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultSession", "PhotoVaultCrypto", "CLinux"]),
         .executableTarget(name: "photovault", dependencies: ["PhotoVaultCLI"]),
 
         .testTarget(name: "PhotoVaultCryptoTests", dependencies: ["PhotoVaultCrypto", "CSodium"]),
         .testTarget(name: "PhotoVaultStoreTests", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto"],
                     resources: [.copy("Vectors")]),
         .testTarget(name: "PhotoVaultLockTests", dependencies: ["PhotoVaultLock"]),
+        .testTarget(name: "PhotoVaultSessionTests", dependencies: ["PhotoVaultSession", "PhotoVaultCrypto"]),
         .testTarget(name: "PhotoVaultCLITests", dependencies: ["PhotoVaultCLI"]),
         // Integration tests: drive the built `photovault` binary and real tools on a real mount.
         .testTarget(name: "PhotoVaultFSTests", dependencies: ["PhotoVaultFS", "PhotoVaultStore", "PhotoVaultCrypto"]),

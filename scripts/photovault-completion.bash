@@ -20,7 +20,7 @@ _photovault() {
         case $w in
             --) ended=1 ;;
             --*=*) ;;
-            --cipher|--chunk-size|--store|--passfile|--extpass|--new-passfile|--recovery-key-file|--user|--idle|--on-lock|--lock-grace|--class)
+            --cipher|--chunk-size|--store|--passfile|--extpass|--new-passfile|--recovery-key-file|--login-passfile|--user|--idle|--on-lock|--lock-grace|--options|--class)
                 if [[ ${COMP_WORDS[i+1]} == "=" ]]; then i+=2; else i+=1; fi ;;
             -?*) ;;
             *)
@@ -50,10 +50,12 @@ _photovault() {
             --extpass) _photovault_compgen -c; _photovault_prefix "$pre"; return 0 ;;
             --new-passfile) _photovault_compgen -f; _photovault_prefix "$pre"; return 0 ;;
             --recovery-key-file) _photovault_compgen -f; _photovault_prefix "$pre"; return 0 ;;
+            --login-passfile) _photovault_compgen -f; _photovault_prefix "$pre"; return 0 ;;
             --user) :; _photovault_prefix "$pre"; return 0 ;;
             --idle) :; _photovault_prefix "$pre"; return 0 ;;
             --on-lock) _photovault_compgen -W "unmount stay"; _photovault_prefix "$pre"; return 0 ;;
             --lock-grace) :; _photovault_prefix "$pre"; return 0 ;;
+            --options) :; _photovault_prefix "$pre"; return 0 ;;
             --class) _photovault_compgen -W "complete complete-unless-open until-first-auth none"; _photovault_prefix "$pre"; return 0 ;;
         esac
     fi
@@ -68,11 +70,14 @@ _photovault() {
             "user remove") _photovault_compgen -W "--delete-photos --passfile --password-stdin --extpass --store --help -h" ;;
             "user list") _photovault_compgen -W "--store --help -h" ;;
             "user check") _photovault_compgen -W "--store --help -h" ;;
-            "mount") _photovault_compgen -W "--user --foreground -f --read-only --allow-other --idle --on-lock --lock-grace --private-thumbnails --no-dbus --passfile --password-stdin --extpass --store --help -h" ;;
+            "user add-login") _photovault_compgen -W "--login-passfile --passfile --password-stdin --extpass --store --help -h" ;;
+            "user remove-login") _photovault_compgen -W "--passfile --password-stdin --extpass --store --help -h" ;;
+            "mount") _photovault_compgen -W "--user --foreground -f --read-only --allow-other --idle --on-lock --lock-grace --private-thumbnails --no-dbus --options -o --passfile --password-stdin --extpass --store --help -h" ;;
             "unmount") _photovault_compgen -W "--store --help -h" ;;
             "lock") _photovault_compgen -W "--store --help -h" ;;
             "unlock") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
             "status") _photovault_compgen -W "--store --help -h" ;;
+            "pam") _photovault_compgen -W "--no-mount --idle --on-lock --lock-grace --private-thumbnails --store --help -h" ;;
             "class set") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
             "class get") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
             "class list") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
@@ -85,8 +90,8 @@ _photovault() {
     fi
 
     case $cmd in
-        ""|help) _photovault_compgen -W "init user mount unmount lock unlock status class import export fsck help" ;;
-        user|"help user") _photovault_compgen -W "add passwd reset-password remove list check" ;;
+        ""|help) _photovault_compgen -W "init user mount unmount lock unlock status pam class import export fsck help" ;;
+        user|"help user") _photovault_compgen -W "add passwd reset-password remove list check add-login remove-login" ;;
         class|"help class") _photovault_compgen -W "set get list" ;;
         "user add")
             case $npos in
@@ -108,6 +113,14 @@ _photovault() {
             case $npos in
                 0) : ;;
             esac ;;
+        "user add-login")
+            case $npos in
+                0) : ;;
+            esac ;;
+        "user remove-login")
+            case $npos in
+                0) : ;;
+            esac ;;
         "mount")
             case $npos in
                 0) _photovault_compgen -d ;;
@@ -121,6 +134,10 @@ _photovault() {
                 0) _photovault_compgen -d ;;
             esac ;;
         "unlock")
+            case $npos in
+                0) _photovault_compgen -d ;;
+            esac ;;
+        "pam")
             case $npos in
                 0) _photovault_compgen -d ;;
             esac ;;

@@ -154,6 +154,28 @@ extension CommandSpec {
             examples: [Example("photovault user check alice && echo yes", "Print yes if alice has an account.")]),
 
         CommandSpec(
+            ["user", "add-login"], summary: "Let your login password open the account (for PAM)",
+            discussion: "Gives the account USER a login slot: its keys wrapped under your login password, so "
+                + "that the PAM line ('photovault pam') opens the vault with the password typed at the login "
+                + "or lock screen. Asks the vault password once, then the login password twice (or reads it "
+                + "from --login-passfile). Run it again after the login password changes: the slot is replaced. "
+                + "Not needed when the vault password is the login password. " + passwordNote,
+            arguments: [userArgument],
+            options: [
+                OptionSpec("login-passfile", value: "FILE",
+                           help: "Read the login password from the first line of FILE instead of asking twice."),
+            ] + passwordOptions,
+            examples: [Example("photovault user add-login", "Let your login password open your vault.")]),
+
+        CommandSpec(
+            ["user", "remove-login"], summary: "Remove the account's login slot",
+            discussion: "Removes the login slot 'photovault user add-login' made, after checking the vault "
+                + "password: the login password no longer opens the vault. " + passwordNote,
+            arguments: [userArgument],
+            options: passwordOptions,
+            examples: [Example("photovault user remove-login", "Stop opening your vault at login.")]),
+
+        CommandSpec(
             ["mount"], summary: "Unlock a vault and mount it as a folder",
             discussion: "Asks for the password, then mounts the account's vault at MOUNTPOINT (an empty "
                 + "directory) through FUSE; photos are decrypted as they are read "
@@ -169,7 +191,8 @@ extension CommandSpec {
             options: [
                 userOption,
                 OptionSpec("foreground", short: "f", help: "Stay in the foreground instead of detaching; "
-                               + "Ctrl-C unmounts."),
+                               + "Ctrl-C or SIGTERM unmounts. Under systemd (Type=notify) it sends "
+                               + "READY=1 once the mount is live and STOPPING=1 as it unmounts."),
                 OptionSpec("read-only", help: "Mount read-only."),
                 OptionSpec("allow-other", help: "Let other users (and root) see the files; needs "
                                + "user_allow_other in /etc/fuse.conf."),
@@ -190,6 +213,12 @@ extension CommandSpec {
                                + "desktop's plaintext thumbnail cache (~/.cache/thumbnails)."),
                 OptionSpec("no-dbus", help: "Do not watch the desktop session's lock over D-Bus "
                                + "(lock only on --idle, signal or 'photovault lock')."),
+                OptionSpec("options", short: "o", value: "OPTIONS",
+                           help: "Mount options as in an fstab line, comma-separated: ro, rw, allow_other, "
+                               + "user=, passfile=, extpass=, idle=, on-lock=, lock-grace=, private-thumbnails, "
+                               + "no-dbus (the same as the options above); generic ones (noauto, nofail, "
+                               + "defaults, dev, suid, exec...) are ignored.",
+                           repeats: true, completion: .nothing),
             ] + passwordOptions,
             examples: [
                 Example("photovault mount", "Mount your vault at ~/PhotoVault."),
@@ -197,6 +226,7 @@ extension CommandSpec {
                         "Mount elsewhere, lock after 10 idle minutes and stay mounted when locked."),
                 Example("pass show photovault | photovault mount --password-stdin -f",
                         "Take the password from a password manager and stay in the foreground."),
+                Example("photovault mount -o ro,idle=10m", "Mount read-only, as with gocryptfs or sshfs."),
             ]),
 
         CommandSpec(
@@ -232,6 +262,33 @@ extension CommandSpec {
                 + "class and of open handles. A mount whose daemon is gone (killed) is listed as "
                 + "state=dead, with the command that clears it. Prints 'no vault mounted' when there is none.",
             examples: [Example("photovault status", "Show all mounts.")]),
+
+        CommandSpec(
+            ["pam"], summary: "Open the vault with the login password (run by pam_exec)",
+            discussion: "For an auth line of a PAM service: 'auth optional pam_exec.so quiet expose_authtok "
+                + "/usr/local/bin/photovault pam'. Takes the account from PAM_USER and the password pam_exec "
+                + "writes on standard input; does nothing outside the auth stack. In the background it opens "
+                + "the account with that password, through its login slot ('photovault user add-login') or as "
+                + "its vault password: a mount of the account that is locked is unlocked, and without a mount "
+                + "the vault is mounted at MOUNTPOINT (unless --no-mount). It returns at once, prints nothing "
+                + "and exits 0 whatever happens; a password that fits no slot is not counted as a wrong "
+                + "guess. Run by root (a display manager), it acts as the PAM_USER user. The options are "
+                + "those of the mount it makes.",
+            arguments: [mountpointArgument],
+            options: [
+                OptionSpec("no-mount", help: "Only unlock a locked mount; never mount."),
+                OptionSpec("idle", value: "DURATION", help: "As for 'photovault mount'.",
+                           default: "never", completion: .nothing),
+                OptionSpec("on-lock", value: "ACTION", help: "As for 'photovault mount'.",
+                           default: "unmount", completion: .choices(["unmount", "stay"])),
+                OptionSpec("lock-grace", value: "DURATION", help: "As for 'photovault mount'.",
+                           default: "60s", completion: .nothing),
+                OptionSpec("private-thumbnails", help: "As for 'photovault mount'."),
+            ],
+            examples: [Example("photovault pam --on-lock stay",
+                               "What the PAM line runs, with the password on standard input; the line for "
+                               + "/etc/pam.d/gdm-password, after '@include common-auth', is 'auth optional "
+                               + "pam_exec.so quiet expose_authtok /usr/local/bin/photovault pam --on-lock stay'.")]),
 
         CommandSpec(
             ["class", "set"], summary: "Set a file's protection class",

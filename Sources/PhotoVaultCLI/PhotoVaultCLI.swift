@@ -1,5 +1,6 @@
 import Glibc
 import PhotoVaultCrypto
+import PhotoVaultSession
 import PhotoVaultStore
 
 /// Where the command writes. `standard` is stdout/stderr; tests capture into strings.
@@ -61,7 +62,13 @@ public enum PhotoVaultCLI {
                            handlers: [String: CommandHandler] = Dispatch.handlers) -> Int32 {
         let invocation: Invocation
         do {
-            invocation = try ArgumentParser().parse(args)
+            // `photovault STORE MOUNTPOINT -o OPTIONS`, as mount.fuse3 runs it, is `mount`.
+            if let helper = try MountHelperForm.commandLine(for: args) {
+                SessionEnvironment.adoptUserRuntimeDirectory()   // mount(8) passed none
+                invocation = try ArgumentParser().parse(helper)
+            } else {
+                invocation = try ArgumentParser().parse(args)
+            }
         } catch {
             return report(error, console)
         }
@@ -110,6 +117,8 @@ public enum PhotoVaultCLI {
     private static func unescapedDescription(_ error: Error) -> (String, Int32) {
         switch error {
         case let e as UsageError: return (e.description, ExitCodes.usage)
+        case let e as SessionError: return ("photovault: \(e.description)", e.exitCode)
+        case let e as FirstUseAdvice: return ("photovault: \(e.description)", e.exitCode)
         case let e as TransferFailure:
             let (message, code) = unescapedDescription(e.underlying)
             return ("\(message) (\(e.note))", code)

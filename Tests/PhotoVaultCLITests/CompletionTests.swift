@@ -54,10 +54,10 @@ final class CompletionTests: XCTestCase {
         XCTAssertEqual(try complete(["photovault", "us"]), ["user"])
         XCTAssertEqual(try complete(["photovault", "un"]), ["unmount", "unlock"])
         XCTAssertEqual(try complete(["photovault", "user", ""]),
-                       ["add", "passwd", "reset-password", "remove", "list", "check"])
+                       ["add", "passwd", "reset-password", "remove", "list", "check", "add-login", "remove-login"])
         XCTAssertEqual(try complete(["photovault", "class", "l"]), ["list"])
         XCTAssertEqual(try complete(["photovault", "help", "cl"]), ["class"])
-        XCTAssertEqual(try complete(["photovault", "help", "user", "re"]), ["reset-password", "remove"])
+        XCTAssertEqual(try complete(["photovault", "help", "user", "re"]), ["reset-password", "remove", "remove-login"])
         // A global option and its value before the command are skipped.
         XCTAssertEqual(try complete(["photovault", "--store", "/tmp", "us"]), ["user"])
     }

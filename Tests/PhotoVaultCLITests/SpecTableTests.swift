@@ -11,7 +11,8 @@ final class SpecTableTests: XCTestCase {
         XCTAssertEqual(names, Set(Dispatch.handlers.keys))
         XCTAssertEqual(names, ["init", "user add", "user passwd", "user reset-password", "user remove", "user list",
                                "user check", "mount", "unmount", "lock", "unlock", "status", "class set",
-                               "class get", "class list", "import", "export", "fsck"])
+                               "class get", "class list", "import", "export", "fsck",
+                               "user add-login", "user remove-login", "pam"])
     }
 
     func testOptionsAreUniqueAndMeanOneThingEverywhere() {

@@ -2,6 +2,7 @@ import Foundation
 import PhotoVaultCrypto
 import PhotoVaultFS
 import PhotoVaultLock
+import PhotoVaultSession
 import PhotoVaultStore
 import CLinux
 
@@ -144,7 +145,13 @@ enum MountDaemon {
         let registry = RuntimeRegistry()
         let canonicalMP = RuntimeRegistry.canonical(settings.mountpoint)
         let controller = LockController(fs: fs, settings: settings, log: log)
-        let handler: @Sendable (LockReason) -> Void = { controller.handle($0) }
+        // Under systemd (`mount -f` as a Type=notify unit) `systemctl status` shows the lock
+        // state: checked after every lock event and every control request (lock, unlock).
+        let status = settings.foreground && SystemdNotifier.isActive ? DaemonStatus(controller, canonicalMP) : nil
+        let handler: @Sendable (LockReason) -> Void = { reason in
+            controller.handle(reason)
+            status?.update()
+        }
         signals.settle()   // a signal handled by now may still be on its way to `early`
         let held = early.attach(handler)
         let stoppedBy = held.lazy.compactMap { r -> Int32? in if case .terminate(let sig) = r { return sig } else { return nil } }.first
@@ -176,7 +183,10 @@ enum MountDaemon {
         do {
             try registry.ensureDirectory()
             let server = ControlSocketServer(path: registry.socketPath(forMountpoint: canonicalMP), allowedUID: getuid(),
-                                             handler: { req in ControlCommands.handle(req, controller: controller, fs: fs, treeRoot: tree.root) },
+                                             handler: { req in
+                                                 defer { status?.update() }
+                                                 return ControlCommands.handle(req, controller: controller, fs: fs, treeRoot: tree.root)
+                                             },
                                              log: log)
             try server.start()
             control = server
@@ -209,6 +219,12 @@ enum MountDaemon {
             fs.requestExit()
         }
         if !settings.foreground { detachStdio() }
+        if settings.foreground && stoppedBy == nil {
+            // A `Type=notify` unit (`mount -f` under systemd): the mount is in the mount table and
+            // requests to it wait for the loop below, so units ordered after this one find the
+            // vault there. Only the foreground process is the unit's main process.
+            SystemdNotifier.ready(status: DaemonStatus.text(.unlocked, canonicalMP))
+        }
         for r in held where stoppedBy == nil { handler(r) }   // a lock signal (SIGUSR1) that came early
         keeper?.start()
 
@@ -216,6 +232,7 @@ enum MountDaemon {
         // mount watch when the loop cannot end (another namespace keeps the connection).
         let ending = DaemonEnding()
         let finish = {
+            if settings.foreground { SystemdNotifier.stopping(status: "Unmounting \(canonicalMP) and zeroing its keys") }
             thumbnailGuard?.deactivate()
             controller.shutDown()   // wipes the file system's keys; no unlock can follow
             keyring.wipeAll()
@@ -360,6 +377,37 @@ final class DaemonEnding: @unchecked Sendable {
     /// True for the first caller only.
     func claim() -> Bool {
         lock.withLock { defer { claimed = true }; return !claimed }
+    }
+}
+
+/// The STATUS= line a `Type=notify` unit shows (`systemctl status`): the mount and its lock
+/// state, sent when the state differs from the one last sent.
+final class DaemonStatus: @unchecked Sendable {
+    private let controller: LockController
+    private let mountpoint: String
+    private let lock = NSLock()
+    private var sent: LockController.State = .unlocked   // READY=1 said so
+
+    init(_ controller: LockController, _ mountpoint: String) {
+        self.controller = controller
+        self.mountpoint = mountpoint
+    }
+
+    func update() {
+        lock.lock(); defer { lock.unlock() }
+        let now = controller.currentState
+        guard now != sent else { return }
+        sent = now
+        SystemdNotifier.status(Self.text(now, mountpoint))
+    }
+
+    static func text(_ state: LockController.State, _ mountpoint: String) -> String {
+        switch state {
+        case .unlocked: return "Mounted the vault at \(mountpoint), unlocked"
+        case .locked: return "Mounted the vault at \(mountpoint), locked: files of class complete are unreadable "
+            + "until 'photovault unlock'"
+        case .grace, .closing: return "Locked: unmounting \(mountpoint) once the files open for writing there are done"
+        }
     }
 }
 
@@ -578,6 +626,9 @@ public enum ProcessSetup {
     public static func runDaemonIfRequested(_ argv: [String]) {
         if argv.count > 1 && argv[1] == DaemonLauncher.daemonCommand {
             MountDaemon.childMain(Array(argv.dropFirst(2)))
+        }
+        if argv.count > 1 && argv[1] == PamCommand.workerCommand {
+            PamWorker.main(Array(argv.dropFirst(2)))
         }
     }
 }

@@ -5,7 +5,8 @@ import PhotoVaultStore
 
 /// `photovault mount`, `unmount`, `lock`, `unlock` and `status`.
 enum MountFlow {
-    static func mount(_ args: ParsedArguments) throws -> Int32 {
+    static func mount(_ given: ParsedArguments) throws -> Int32 {
+        let args = try given.mergingMountOptionWords()
         var settings = MountSettings(store: args.storePath, mountpoint: args.mountpoint)
         settings.readOnly = args.flag("read-only")
         settings.allowOther = args.flag("allow-other")
@@ -46,6 +47,8 @@ enum MountFlow {
         do { _ = try layout.loadConfig() } catch StoreError.storeNotInitialised(let path) {
             do {
                 guard let p = try offerFirstRun(layout: layout, user: user, args: args) else {
+                    // Without a terminal (systemd, a display manager) the offer could not be made.
+                    if isatty(0) != 1 || isatty(2) != 1 { throw FirstUseAdvice.noStore(path) }
                     throw StoreError.storeNotInitialised(path: path)
                 }
                 firstPassword = p
@@ -58,7 +61,12 @@ enum MountFlow {
         let accounts = try AccountStore(layout: layout)
         // 'no such account' before the password, as 'user passwd' does (it came after it).
         try UserCommands.requireAccount(accounts, user)
-        let password = try firstPassword ?? PasswordInput().password(args)
+        let password: SecureBytes
+        if let p = firstPassword { password = p } else {
+            do { password = try PasswordInput().password(args) } catch CLIError.noTerminal {
+                throw FirstUseAdvice.noPasswordSource()
+            }
+        }
         defer { password.wipe() }
         let opened = try accounts.open(user: user, password: password)
         defer { opened.masterKey.wipe() }

@@ -11,6 +11,7 @@ import PhotoVaultCrypto
 public struct AccountName: Equatable, Sendable {
     public static let recordExtension = ".rec"
     public static let throttleExtension = ".throttle"
+    public static let loginExtension = ".login"
     public static let hashSize = 32
 
     /// 64 lowercase hex digits.
@@ -18,6 +19,7 @@ public struct AccountName: Equatable, Sendable {
 
     public var recordFileName: String { stem + AccountName.recordExtension }
     public var throttleFileName: String { stem + AccountName.throttleExtension }
+    public var loginFileName: String { stem + AccountName.loginExtension }
 
     init(stem: String) { self.stem = stem }
 

@@ -301,6 +301,7 @@ public struct AccountStore {
                 try withAccountsDir { dfd in
                     guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
                     unlinkat(dfd, name.throttleFileName, 0)
+                    unlinkat(dfd, name.loginFileName, 0)   // its login slot (section 12) goes with it
                     // The account is gone now; a failed fsync does not bring it back, but a crash
                     // might, so its photos are then kept (a record naming a deleted tree opens to
                     // nothing).
@@ -322,7 +323,7 @@ public struct AccountStore {
 
     func recordPath(_ name: AccountName) -> String { StorePath.join(layout.accountsDir, name.recordFileName) }
 
-    private func withAccountsDir<R>(_ body: (Int32) throws -> R) throws -> R {
+    func withAccountsDir<R>(_ body: (Int32) throws -> R) throws -> R {
         let dfd = Glibc.open(layout.accountsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dfd >= 0 else { throw StoreError.posix("open \(layout.accountsDir)") }
         defer { close(dfd) }
@@ -367,7 +368,7 @@ public struct AccountStore {
 
     /// `open` without the tree: the record's name, the record, and its unwrapped payload
     /// (which the caller wipes).
-    private func unlock(user: String, password: SecureBytes) throws -> (AccountName, AccountRecord, SecureBytes) {
+    func unlock(user: String, password: SecureBytes) throws -> (AccountName, AccountRecord, SecureBytes) {
         guard !user.isEmpty else { throw StoreError.emptyUsername }
         guard PasswordPolicy.codePoints(password) > 0 else { throw StoreError.emptyPassword }
         let name = try AccountName.derive(user: user, config: config)
@@ -466,7 +467,7 @@ public struct AccountStore {
     }
 
     /// KEK_pw = Argon2id(password, salt, cost), then bound to the device secret if any.
-    private func passwordKEK(_ password: SecureBytes, record: AccountRecord, device: SecureBytes?) throws -> SecureBytes {
+    func passwordKEK(_ password: SecureBytes, record: AccountRecord, device: SecureBytes?) throws -> SecureBytes {
         let kek: SecureBytes
         Self.passwordKDFRuns.add(1, ordering: .relaxed)
         do { kek = try PasswordKDF.derive(password: password, salt: record.salt, parameters: record.kdf) }
