@@ -2,7 +2,7 @@
 // PhotoVault: an encrypted photo vault for Linux (FUSE + libsodium).
 // Layers, each testable without the one above it:
 //   C bridges (CSodium, COpenSSL, CIPSecMB, CFuse, CSystemd) -> PhotoVaultCrypto -> PhotoVaultStore
-//   -> PhotoVaultFS / PhotoVaultLock -> PhotoVaultCLI -> photovault
+//   -> PhotoVaultFS / PhotoVaultLock / PhotoVaultPrivacy -> PhotoVaultCLI -> photovault
 import PackageDescription
 
 let package = Package(
@@ -27,8 +27,11 @@ let package = Package(
         .target(name: "PhotoVaultFS", dependencies: ["PhotoVaultStore", "PhotoVaultCrypto", "CFuse", "CLinux"]),
         // 5. Lock watching: D-Bus, signals, idle timer, control socket.
         .target(name: "PhotoVaultLock", dependencies: ["CSystemd"]),
+        // 5b. Desktop privacy: the traces a desktop keeps of the files it shows (thumbnail cache,
+        //     recent files, search indexers). Knows paths and file formats, not the store.
+        .target(name: "PhotoVaultPrivacy", dependencies: ["CLinux", "COpenSSL"]),
         // 6. The command: argument parsing, help, and the commands themselves.
-        .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultCrypto", "CLinux"]),
+        .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultPrivacy", "PhotoVaultCrypto", "CLinux"]),
         .executableTarget(name: "photovault", dependencies: ["PhotoVaultCLI"]),
 
         .testTarget(name: "PhotoVaultCryptoTests", dependencies: ["PhotoVaultCrypto", "CSodium"]),
@@ -36,6 +39,7 @@ let package = Package(
                     resources: [.copy("Vectors")]),
         .testTarget(name: "PhotoVaultLockTests", dependencies: ["PhotoVaultLock"]),
         .testTarget(name: "PhotoVaultCLITests", dependencies: ["PhotoVaultCLI"]),
+        .testTarget(name: "PhotoVaultPrivacyTests", dependencies: ["PhotoVaultPrivacy"]),
         // Integration tests: drive the built `photovault` binary and real tools on a real mount.
         .testTarget(name: "PhotoVaultFSTests", dependencies: ["PhotoVaultFS", "PhotoVaultStore", "PhotoVaultCrypto"]),
         // End-to-end: the built `photovault` binary, real mounts, real tools, a private D-Bus.

@@ -68,7 +68,7 @@ _photovault() {
             "user remove") _photovault_compgen -W "--delete-photos --passfile --password-stdin --extpass --store --help -h" ;;
             "user list") _photovault_compgen -W "--store --help -h" ;;
             "user check") _photovault_compgen -W "--store --help -h" ;;
-            "mount") _photovault_compgen -W "--user --foreground -f --read-only --allow-other --idle --on-lock --lock-grace --private-thumbnails --no-dbus --passfile --password-stdin --extpass --store --help -h" ;;
+            "mount") _photovault_compgen -W "--user --foreground -f --read-only --allow-other --idle --on-lock --lock-grace --private-thumbnails --no-private-thumbnails --no-dbus --passfile --password-stdin --extpass --store --help -h" ;;
             "unmount") _photovault_compgen -W "--store --help -h" ;;
             "lock") _photovault_compgen -W "--store --help -h" ;;
             "unlock") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;

@@ -183,7 +183,10 @@ extension CommandSpec {
                                + "zeroed and the vault unmounted (at most 3s before suspend).",
                            default: "60s", completion: .nothing),
                 OptionSpec("private-thumbnails", help: "Keep thumbnails of vault photos out of the "
-                               + "desktop's plaintext thumbnail cache (~/.cache/thumbnails)."),
+                               + "desktop's plaintext thumbnail cache (~/.cache/thumbnails): they are saved in the vault. "
+                               + "The default."),
+                OptionSpec("no-private-thumbnails", help: "Let file managers save thumbnails of vault photos in "
+                               + "the plaintext thumbnail cache, where they stay after the vault is locked."),
                 OptionSpec("no-dbus", help: "Do not watch the desktop session's lock over D-Bus "
                                + "(lock only on --idle, signal or 'photovault lock')."),
             ] + passwordOptions,

@@ -2,6 +2,7 @@ import Foundation
 import PhotoVaultCrypto
 import PhotoVaultFS
 import PhotoVaultLock
+import PhotoVaultPrivacy
 import PhotoVaultStore
 import CLinux
 
@@ -191,7 +192,13 @@ enum MountDaemon {
             let warning = "control socket unavailable: \(error) ('photovault lock', 'unlock' and 'status' will not reach this mount)"
             Self.warn(warning, reporter: reporter, log: log)
         }
-        let thumbnailGuard = settings.privateThumbnails ? ThumbnailGuard.activate(mountpoint: settings.mountpoint, log: log) : nil
+        let privacy = settings.desktopPrivacy
+            ? DesktopPrivacy(mountpoint: canonicalMP, given: settings.givenMountpoint, thumbnails: settings.privateThumbnails,
+                             probe: PrivacySweeper.probe, log: log)
+            : nil
+        if settings.desktopPrivacy && privacy == nil { log("desktop privacy: neither XDG_CACHE_HOME nor HOME is set; nothing to guard") }
+        privacy?.activate()
+        if let p = privacy { controller.onLocked = { p.locked() } }
         log("mounted \(canonicalMP)")
         if let sig = stoppedBy {
             // Told to stop while it mounted: `photovault mount` hears of no mount, and none stays.
@@ -213,7 +220,7 @@ enum MountDaemon {
         keeper?.start()
 
         let code = fs.run()
-        thumbnailGuard?.deactivate()
+        if let p = privacy { PrivacySweeper.handOver(p.deactivate(), privacy: p, settings: settings, log: log) }
 
         controller.shutDown()   // wipes the file system's keys; no unlock can follow
         keyring.wipeAll()
@@ -533,6 +540,9 @@ public enum ProcessSetup {
     public static func runDaemonIfRequested(_ argv: [String]) {
         if argv.count > 1 && argv[1] == DaemonLauncher.daemonCommand {
             MountDaemon.childMain(Array(argv.dropFirst(2)))
+        }
+        if argv.count > 1 && argv[1] == PrivacySweeper.command {
+            PrivacySweeper.childMain(Array(argv.dropFirst(2)))
         }
     }
 }

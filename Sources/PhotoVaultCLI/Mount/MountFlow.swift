@@ -20,7 +20,11 @@ enum MountFlow {
             settings.onLock = v
         }
         settings.useDBus = !args.flag("no-dbus")
-        settings.privateThumbnails = args.flag("private-thumbnails")
+        if args.flag("private-thumbnails") && args.flag("no-private-thumbnails") {
+            throw args.usageError("--private-thumbnails and --no-private-thumbnails contradict each other")
+        }
+        settings.privateThumbnails = !args.flag("no-private-thumbnails")
+        settings.desktopPrivacy = ProcessInfo.processInfo.environment["PHOTOVAULT_DESKTOP_PRIVACY"] != "off"
 
         try FuseDevice.check()
         // A mount inside the store came up and put a stray directory into it (inside a user
@@ -35,6 +39,8 @@ enum MountFlow {
         }
         try waitForClosingDaemon(RuntimeRegistry().entry(forMountpoint: settings.mountpoint))
         try prepareMountpoint(settings.mountpoint, isDefault: args.argument("MOUNTPOINT") == nil)
+        settings.givenMountpoint = settings.mountpoint.hasPrefix("/") ? settings.mountpoint
+            : StorePath.join(FileManager.default.currentDirectoryPath, settings.mountpoint)
         settings.mountpoint = RuntimeRegistry.canonical(settings.mountpoint)
         settings.store = RuntimeRegistry.canonical(settings.store)
 
