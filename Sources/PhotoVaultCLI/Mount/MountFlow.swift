@@ -1,6 +1,7 @@
 import Foundation
 import PhotoVaultCrypto
 import PhotoVaultLock
+import PhotoVaultPrivacy
 import PhotoVaultStore
 
 /// `photovault mount`, `unmount`, `lock`, `unlock` and `status`.
@@ -43,6 +44,10 @@ enum MountFlow {
             : StorePath.join(FileManager.default.currentDirectoryPath, settings.mountpoint)
         settings.mountpoint = RuntimeRegistry.canonical(settings.mountpoint)
         settings.store = RuntimeRegistry.canonical(settings.store)
+        if settings.desktopPrivacy,
+           let w = IndexedFolders.warning(mountpoint: settings.mountpoint, environment: ProcessInfo.processInfo.environment) {
+            FileHandle.standardError.write(Data("photovault: warning: \(w)\n".utf8))
+        }
 
         let layout = StoreLayout(root: settings.store)
         let user = try args.userName()
