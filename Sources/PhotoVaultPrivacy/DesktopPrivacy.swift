@@ -27,8 +27,15 @@ public final class DesktopPrivacy: @unchecked Sendable {
         self.log = log
     }
 
-    public func activate() {
-        thumbnails?.activate()
+    /// Whether the vault's thumbnail names are wanted (for `activate`).
+    public var wantsVaultNames: Bool { thumbnails != nil }
+
+    /// `names`: the thumbnail names of the vault's entries (`VaultNames.add`).
+    public func activate(names: VaultNames = VaultNames()) {
+        if names.truncated {
+            log("private thumbnails: only the first \(names.entries) entries of the vault were named; older thumbnails of the others are found by Thumb::URI only")
+        }
+        thumbnails?.activate(names: names)
     }
 
     /// A lock (the vault may stay mounted, `--on-lock stay`): the recent-files lists lose

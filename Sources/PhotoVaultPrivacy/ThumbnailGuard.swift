@@ -59,13 +59,16 @@ public final class ThumbnailGuard: @unchecked Sendable {
         self.log = log
     }
 
-    /// Called by the mount daemon once the FUSE mount exists (before it serves requests):
-    /// repairs a redirect left by a crash or a finished quarantine, purges old vault thumbnails
-    /// it can recognise without the vault, and starts the redirect and the walk of the vault's
-    /// names, which complete as soon as the daemon answers requests.
-    public func activate() {
+    /// Called by the mount daemon once the FUSE mount exists (before it serves requests), with
+    /// the thumbnail names of the vault's entries: repairs a redirect left by a crash or a
+    /// finished quarantine, purges old vault thumbnails, and starts the redirect, which
+    /// completes as soon as the daemon answers requests.
+    public func activate(names: VaultNames = VaultNames()) {
+        state.withLock { collected = names }
         repairStale()
-        report(purge(), when: "before mounting")
+        // Thumbnails that an earlier unguarded session left: by Thumb::URI, and by name
+        // (pcmanfm's carry no Thumb::URI).
+        report(purge(names: names.names), when: "before mounting")
         guard let dev = probe(mountpoint) else {
             log("private thumbnails: \(mountpoint) is not a live photovault mount; purge only")
             return
@@ -110,6 +113,10 @@ public final class ThumbnailGuard: @unchecked Sendable {
     // MARK: - Redirect and restore
 
     private func work(expectedDevice dev: UInt64) {
+        redirect(expectedDevice: dev)
+    }
+
+    private func redirect(expectedDevice dev: UInt64) {
         // An O_PATH descriptor of the mount's root: once taken while mounted, nothing done
         // through it can reach the plain directory underneath after an unmount.
         let root = pv_open(mountpoint, pv_o_path() | O_DIRECTORY | O_CLOEXEC, 0)
@@ -135,12 +142,6 @@ public final class ThumbnailGuard: @unchecked Sendable {
                 log("private thumbnails: redirect not done (\(error)); vault thumbnails are purged at unmount")
             }
         }
-        // Thumbnails that an earlier unguarded session left, recognised by name (pcmanfm's
-        // carry no Thumb::URI): the names come from the vault itself.
-        let names = VaultNames.collect(rootFD: root, prefixes: vaultPrefixes, skip: [ThumbnailGuard.vaultDirectoryName])
-        if names.truncated { log("private thumbnails: only the first \(VaultNames.limit) entries of the vault were looked at") }
-        state.withLock { collected.formUnion(names) }
-        report(purge(names: names.names), when: "by name")
     }
 
     /// Puts the symlink in place of the cache directory, atomically.

@@ -3,7 +3,7 @@ import CLinux
 
 /// Finds and deletes thumbnails of vault files in the plaintext cache, two ways:
 /// * by name: a thumbnail is `md5(file URI).png`, so a file whose name is the hash of a vault
-///   path's URI (collected while the vault was mounted: `VaultNames`) is one, whether or not
+///   path's URI (computed at the mount from the vault's paths: `VaultNames`) is one, whether or not
 ///   its PNG says so (pcmanfm writes no `Thumb::URI`; a half-written file has no chunks);
 /// * by the `Thumb::URI` text chunk that GNOME's factory and tumbler write into every
 ///   thumbnail and failure marker: this also finds thumbnails of vault files that are no

@@ -64,6 +64,9 @@ final class DesktopPrivacyTests: XCTestCase {
         XCTAssertEqual(real, sb.root + "/PhotoVault")
         try FileManager.default.createDirectory(atPath: given + "/Album", withIntermediateDirectories: true)
         try ThumbnailKit.writePNG(to: given + "/Album/IMG_0042.png", seed: 1)
+        // Many more photos: the names are computed from the ciphertext tree, so the daemon
+        // does not hold a descriptor for each (a walk through the mount would make it).
+        for i in 0..<400 { XCTAssertTrue(FileManager.default.createFile(atPath: given + "/Album/more-\(i).jpg", contents: Data([1]))) }
         let photoGiven = given + "/Album/IMG_0042.png", photoReal = real + "/Album/IMG_0042.png"
         let leftovers = ["normal/" + Self.thumbnailName(photoGiven), "large/" + Self.thumbnailName(photoReal),
                          "x-large/" + Self.thumbnailName(photoGiven), "xx-large/" + Self.thumbnailName(photoReal),
@@ -83,6 +86,9 @@ final class DesktopPrivacyTests: XCTestCase {
                 && !FileManager.default.fileExists(atPath: legacy + "/normal/" + Self.thumbnailName(photoReal))
         }, "leftovers still there: \(Self.files(under: aside) + Self.files(under: legacy))")
         XCTAssertTrue(FileManager.default.fileExists(atPath: aside + "/" + other), "a thumbnail of another file was removed")
+        let pid = try XCTUnwrap(MountProbe.daemonPID(sb, real))
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
+        XCTAssertLessThan(fds, 200, "the daemon holds \(fds) descriptors after naming 400 entries")
 
         // Lock: the daemon unmounts and exits; the cache keeps pointing into the empty mountpoint.
         let lock = sb.pv(["lock", given])

@@ -197,7 +197,19 @@ enum MountDaemon {
                              probe: PrivacySweeper.probe, log: log)
             : nil
         if settings.desktopPrivacy && privacy == nil { log("desktop privacy: neither XDG_CACHE_HOME nor HOME is set; nothing to guard") }
-        privacy?.activate()
+        var vaultNames = VaultNames()
+        if let p = privacy, p.wantsVaultNames {
+            // From the ciphertext tree, not through the mount: a walk through FUSE would make
+            // the kernel remember every entry (a descriptor each in this daemon).
+            let prefixes = p.vaultPrefixes
+            vaultNames.truncated = !tree.walkPlainPaths(maxEntries: VaultNames.limit, deadline: monotonicMs() / 1000 + VaultNames.timeLimit) {
+                // The vault's own thumbnails are not photos anyone makes thumbnails of.
+                if $0 != ThumbnailGuard.vaultDirectoryName && !$0.hasPrefix(ThumbnailGuard.vaultDirectoryName + "/") {
+                    vaultNames.add(relativePath: $0, prefixes: prefixes)
+                }
+            }
+        }
+        privacy?.activate(names: vaultNames)
         if let p = privacy { controller.onLocked = { p.locked() } }
         log("mounted \(canonicalMP)")
         if let sig = stoppedBy {
