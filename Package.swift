@@ -2,7 +2,7 @@
 // PhotoVault: an encrypted photo vault for Linux (FUSE + libsodium).
 // Layers, each testable without the one above it:
 //   C bridges (CSodium, COpenSSL, CIPSecMB, CFuse, CSystemd) -> PhotoVaultCrypto -> PhotoVaultStore
-//   -> PhotoVaultFS / PhotoVaultLock / PhotoVaultSession -> PhotoVaultCLI -> photovault
+//   -> PhotoVaultFS / PhotoVaultLock / PhotoVaultSession / PhotoVaultPrivacy -> PhotoVaultCLI -> photovault
 import PackageDescription
 
 let package = Package(
@@ -30,8 +30,11 @@ let package = Package(
         // 5b. Session: what starts and opens the vault with the user's session (mount(8)'s
         //     helper form, systemd's readiness protocol, pam_exec's input). No FUSE, no store writes.
         .target(name: "PhotoVaultSession", dependencies: ["PhotoVaultCrypto", "CSystemd"]),
+        // 5c. Desktop privacy: the traces a desktop keeps of the files it shows (thumbnail cache,
+        //     recent files, search indexers). Knows paths and file formats, not the store.
+        .target(name: "PhotoVaultPrivacy", dependencies: ["CLinux", "COpenSSL"]),
         // 6. The command: argument parsing, help, and the commands themselves.
-        .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultSession", "PhotoVaultCrypto", "CLinux"]),
+        .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultSession", "PhotoVaultPrivacy", "PhotoVaultCrypto", "CLinux"]),
         .executableTarget(name: "photovault", dependencies: ["PhotoVaultCLI"]),
 
         .testTarget(name: "PhotoVaultCryptoTests", dependencies: ["PhotoVaultCrypto", "CSodium"]),
@@ -40,6 +43,7 @@ let package = Package(
         .testTarget(name: "PhotoVaultLockTests", dependencies: ["PhotoVaultLock"]),
         .testTarget(name: "PhotoVaultSessionTests", dependencies: ["PhotoVaultSession", "PhotoVaultCrypto"]),
         .testTarget(name: "PhotoVaultCLITests", dependencies: ["PhotoVaultCLI"]),
+        .testTarget(name: "PhotoVaultPrivacyTests", dependencies: ["PhotoVaultPrivacy"]),
         // Integration tests: drive the built `photovault` binary and real tools on a real mount.
         .testTarget(name: "PhotoVaultFSTests", dependencies: ["PhotoVaultFS", "PhotoVaultStore", "PhotoVaultCrypto"]),
         // End-to-end: the built `photovault` binary, real mounts, real tools, a private D-Bus.

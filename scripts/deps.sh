@@ -8,7 +8,10 @@ RUNTIME=(libfuse3-dev fuse3 libsodium-dev libssl-dev libipsec-mb-dev libsystemd-
 # Priority: required, on every Debian system; listed so what the tests run is all named here.
 # systemd (systemd-analyze verify of the user unit) and pamtester (the PAM tests): SessionSystemdTests, SessionPamTests.
 # btrfs-progs and xfsprogs: mkfs for the full copy-on-write store tests (MountFullCopyOnWriteTests).
-TEST=(dbus libglib2.0-bin python3-dbus rsync attr tar util-linux mount passwd xxd python3-gi gir1.2-gnomedesktop-3.0 libgdk-pixbuf2.0-bin shared-mime-info groff-base sqlite3 procps strace btrfs-progs xfsprogs systemd pamtester)
+# xvfb, imagemagick (import, convert), thunar, tumbler, gir1.2-gtk-3.0, tracker, tracker-miner-fs:
+# the desktop privacy tests (a real file manager, a GTK application, the GNOME search indexer).
+# systemd (systemd-analyze verify of the user unit), pamtester (PAM through a real libpam).
+TEST=(dbus libglib2.0-bin python3-dbus rsync attr tar util-linux mount passwd xxd python3-gi gir1.2-gnomedesktop-3.0 libgdk-pixbuf2.0-bin shared-mime-info groff-base sqlite3 procps strace btrfs-progs xfsprogs systemd pamtester xvfb imagemagick thunar tumbler gir1.2-gtk-3.0 tracker tracker-miner-fs)
 BENCH=(gocryptfs fio gcc)
 want=("${RUNTIME[@]}")
 case "${1:-runtime}" in

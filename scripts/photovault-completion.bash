@@ -72,12 +72,12 @@ _photovault() {
             "user check") _photovault_compgen -W "--store --help -h" ;;
             "user add-login") _photovault_compgen -W "--login-passfile --passfile --password-stdin --extpass --store --help -h" ;;
             "user remove-login") _photovault_compgen -W "--passfile --password-stdin --extpass --store --help -h" ;;
-            "mount") _photovault_compgen -W "--user --foreground -f --read-only --allow-other --idle --on-lock --lock-grace --private-thumbnails --no-dbus --options -o --passfile --password-stdin --extpass --store --help -h" ;;
+            "mount") _photovault_compgen -W "--user --foreground -f --read-only --allow-other --idle --on-lock --lock-grace --private-thumbnails --no-private-thumbnails --no-dbus --options -o --passfile --password-stdin --extpass --store --help -h" ;;
             "unmount") _photovault_compgen -W "--store --help -h" ;;
             "lock") _photovault_compgen -W "--store --help -h" ;;
             "unlock") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
             "status") _photovault_compgen -W "--store --help -h" ;;
-            "pam") _photovault_compgen -W "--no-mount --idle --on-lock --lock-grace --private-thumbnails --store --help -h" ;;
+            "pam") _photovault_compgen -W "--no-mount --idle --on-lock --lock-grace --private-thumbnails --no-private-thumbnails --store --help -h" ;;
             "class set") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
             "class get") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;
             "class list") _photovault_compgen -W "--user --passfile --password-stdin --extpass --store --help -h" ;;

@@ -17,6 +17,19 @@
 #include <sys/vfs.h>
 #include <sched.h>
 
+#include <dirent.h>
+#include <stddef.h>
+#include <string.h>
+
+/* A readdir record's name and its length, read within the record (d_reclen). glibc's records
+   are only as long as their name: Swift's `ent.pointee.d_name` copies the declared 256 bytes,
+   past a short record's end and, at the end of glibc's buffer, past the mapping. */
+static inline const char *pv_dirent_name(const struct dirent *e) { return e->d_name; }
+static inline size_t pv_dirent_name_length(const struct dirent *e) {
+    size_t at = offsetof(struct dirent, d_name);
+    return strnlen(e->d_name, e->d_reclen > at ? e->d_reclen - at : 0);
+}
+
 #define PV_RENAME_NOREPLACE 1
 #define PV_RENAME_EXCHANGE 2
 

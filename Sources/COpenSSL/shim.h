@@ -1,7 +1,9 @@
 #ifndef PHOTOVAULT_COPENSSL_SHIM_H
 #define PHOTOVAULT_COPENSSL_SHIM_H
-/* OpenSSL's libcrypto, used only for the bulk AES-256-GCM of file chunks (PhotoVaultCrypto,
-   AESGCMEngine.swift): its AES-NI/VAES code is about twice libsodium 1.0.18's speed here. */
+/* OpenSSL's libcrypto, used for the bulk AES-256-GCM of file chunks (PhotoVaultCrypto,
+   AESGCMEngine.swift): its AES-NI/VAES code is about twice libsodium 1.0.18's speed here.
+   And for MD5 in PhotoVaultPrivacy: not for security, but because the freedesktop thumbnail
+   cache names each thumbnail after the MD5 of its file's URI. */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 

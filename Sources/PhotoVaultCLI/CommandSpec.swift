@@ -210,12 +210,15 @@ extension CommandSpec {
                                + "zeroed and the vault unmounted (at most 3s before suspend).",
                            default: "60s", completion: .nothing),
                 OptionSpec("private-thumbnails", help: "Keep thumbnails of vault photos out of the "
-                               + "desktop's plaintext thumbnail cache (~/.cache/thumbnails)."),
+                               + "desktop's plaintext thumbnail cache (~/.cache/thumbnails): they are saved in the vault. "
+                               + "The default."),
+                OptionSpec("no-private-thumbnails", help: "Let file managers save thumbnails of vault photos in "
+                               + "the plaintext thumbnail cache, where they stay after the vault is locked."),
                 OptionSpec("no-dbus", help: "Do not watch the desktop session's lock over D-Bus "
                                + "(lock only on --idle, signal or 'photovault lock')."),
                 OptionSpec("options", short: "o", value: "OPTIONS",
                            help: "Mount options as in an fstab line, comma-separated: ro, rw, allow_other, "
-                               + "user=, passfile=, extpass=, idle=, on-lock=, lock-grace=, private-thumbnails, "
+                               + "user=, passfile=, extpass=, idle=, on-lock=, lock-grace=, private-thumbnails, no-private-thumbnails, "
                                + "no-dbus (the same as the options above); generic ones (noauto, nofail, "
                                + "defaults, dev, suid, exec...) are ignored.",
                            repeats: true, completion: .nothing),
@@ -284,6 +287,7 @@ extension CommandSpec {
                 OptionSpec("lock-grace", value: "DURATION", help: "As for 'photovault mount'.",
                            default: "60s", completion: .nothing),
                 OptionSpec("private-thumbnails", help: "As for 'photovault mount'."),
+                OptionSpec("no-private-thumbnails", help: "As for 'photovault mount'."),
             ],
             examples: [Example("photovault pam --on-lock stay",
                                "What the PAM line runs, with the password on standard input; the line for "

@@ -69,7 +69,8 @@ public enum MountHelperForm {
                                "on-lock": "on-lock", "lock-grace": "lock-grace"]
     /// `-o` words for `photovault mount` flags (both spellings of the FUSE-style names).
     static let flagOptions = ["allow_other": "allow-other", "allow-other": "allow-other",
-                              "private-thumbnails": "private-thumbnails", "no-dbus": "no-dbus"]
+                              "private-thumbnails": "private-thumbnails",
+                              "no-private-thumbnails": "no-private-thumbnails", "no-dbus": "no-dbus"]
     /// Generic words mount(8), systemd or mount.fuse3 pass along or that fstab lines carry, which
     /// mean nothing to the vault: the mount is always nosuid and nodev (libfuse's default, and a
     /// vault holds no device or setuid file), and the rest concern mount(8) or systemd.

@@ -17,7 +17,7 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
                 + "[-o OPTIONS]' (see the README, 'Mounting from fstab')"
         case .unknownMountOption(let w):
             return "unknown mount option '\(w)' (photovault takes user=, passfile=, extpass=, ro, allow_other, "
-                + "idle=, on-lock=, lock-grace=, private-thumbnails, no-dbus)"
+                + "idle=, on-lock=, lock-grace=, private-thumbnails, no-private-thumbnails, no-dbus)"
         case .mountOptionNeedsValue(let n): return "mount option '\(n)' needs a value (\(n)=...)"
         case .mountOptionTakesNoValue(let n): return "mount option '\(n)' takes no value"
         }

@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// The name of a `dirent` that `readdir` returned, read without going past the record.
 ///
@@ -7,17 +8,12 @@ import Glibc
 /// name's record ends a few bytes after its NUL. Reading `ent.pointee.d_name` in Swift
 /// copies the whole 256-byte tuple, which runs past the record and, for the last record
 /// of a buffer that ends at a page boundary, past the mapping: the daemon crashed listing
-/// large folders of short names that way. Every `readdir` loop reads names through here.
+/// large folders of short names that way. Every `readdir` loop reads names through here
+/// (or, below the store, through CLinux's `pv_dirent_name_length` that this wraps).
 public enum DirectoryEntryName {
-    private static let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
-
     /// The name's bytes, without the terminating NUL.
     public static func bytes(_ ent: UnsafePointer<dirent>) -> [UInt8] {
-        let record = UnsafeRawPointer(ent)
-        let room = max(0, Int(ent.pointee.d_reclen) - nameOffset)
-        let start = (record + nameOffset).assumingMemoryBound(to: CChar.self)
-        let count = strnlen(start, room)
-        return Array(UnsafeRawBufferPointer(start: record + nameOffset, count: count))
+        Array(UnsafeRawBufferPointer(start: pv_dirent_name(ent), count: pv_dirent_name_length(ent)))
     }
 
     /// The name as a String (names that are not UTF-8 decode with replacement characters:

@@ -190,11 +190,16 @@ final class Sandbox {
     }
 
     /// Environment for every command: cheap Argon2id for tests, a private runtime dir and
-    /// device secret, no D-Bus.
+    /// device secret, no D-Bus, and no desktop privacy (a `.thumbnails` folder in every vault
+    /// and a sweep process after every unmount: docs/PRIVACY.md), which the tests of the
+    /// desktop turn back on through `extraEnv`.
     var env: [String: String] {
         ["PHOTOVAULT_KDF_PROFILE": "floor", "XDG_RUNTIME_DIR": root, "PHOTOVAULT_DEVICE_SECRET": root + "/device-secret",
-         "HOME": root, "XDG_DATA_HOME": root + "/data", "XDG_CACHE_HOME": root + "/cache"]
+         "HOME": root, "XDG_DATA_HOME": root + "/data", "XDG_CACHE_HOME": root + "/cache",
+         "PHOTOVAULT_DESKTOP_PRIVACY": "off"].merging(extraEnv) { $1 }
     }
+    /// Added to (and overriding) `env`.
+    var extraEnv: [String: String] = [:]
 
     @discardableResult
     func pv(_ args: [String], stdin: String? = nil, timeout: Double = 120) -> Harness.Result {

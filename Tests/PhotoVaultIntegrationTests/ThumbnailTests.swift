@@ -6,12 +6,13 @@ import XCTest
 /// a real mount. Needs python3-gi, gir1.2-gnomedesktop-3.0, libgdk-pixbuf2.0-bin and
 /// shared-mime-info (scripts/deps.sh test). docs/THUMBNAILS.md has the measurements.
 final class ThumbnailTests: XCTestCase {
-    /// The measured leak: without --private-thumbnails, a plaintext thumbnail of a vault
-    /// photo stays in ~/.cache/thumbnails after the vault is unmounted.
+    /// The measured leak, kept by the opt-out: with --no-private-thumbnails, a plaintext
+    /// thumbnail of a vault photo stays in ~/.cache/thumbnails after the vault is unmounted.
     func testWithoutPrivateThumbnailsAVaultPhotoLeaksIntoTheCache() throws {
         let sb = Sandbox("pv-thumb-leak")
+        sb.extraEnv = ["PHOTOVAULT_DESKTOP_PRIVACY": "on", "PHOTOVAULT_THUMBNAIL_QUARANTINE": "1"]
         sb.initStore()
-        let mp = sb.mount()
+        let mp = sb.mount(extra: ["--no-private-thumbnails"])
         let photo = mp + "/IMG_LEAKCHECK.png"
         try ThumbnailKit.writePNG(to: photo, seed: 1)
         let thumb = ThumbnailKit.thumbnail(photo, sb)
@@ -31,6 +32,7 @@ final class ThumbnailTests: XCTestCase {
     /// unmount, and no thumbnail naming a vault file is left anywhere in the real cache.
     func testPrivateThumbnailsKeepVaultThumbnailsOutOfTheCache() throws {
         let sb = Sandbox("pv-thumb-guard")
+        sb.extraEnv = ["PHOTOVAULT_DESKTOP_PRIVACY": "on", "PHOTOVAULT_THUMBNAIL_QUARANTINE": "2"]
         sb.initStore()
         let cacheRoot = sb.root + "/cache"
         let cache = cacheRoot + "/thumbnails"
@@ -42,7 +44,7 @@ final class ThumbnailTests: XCTestCase {
         let outsideBytes = try Data(contentsOf: URL(fileURLWithPath: outsideThumb))
 
         // An earlier mount without the option leaked one (the measured behaviour).
-        var mp = sb.mount(at: "PhotoVault")
+        var mp = sb.mount(at: "PhotoVault", extra: ["--no-private-thumbnails"])
         let old = mp + "/IMG_OLDSECRET.png"
         try ThumbnailKit.writePNG(to: old, seed: 3)
         let oldThumb = ThumbnailKit.thumbnail(old, sb)
@@ -69,7 +71,11 @@ final class ThumbnailTests: XCTestCase {
         XCTAssertEqual(ThumbnailKit.vaultThumbnails(under: aside, mountpoint: mp), [])
 
         sb.unmount(mp)
-        // The user's directory is back in place, not a symlink, with their thumbnail intact.
+        // Until the quarantine ends the cache points into the unmounted, empty mountpoint.
+        XCTAssertEqual(ThumbnailKit.symlinkTarget(cache), mp + "/.thumbnails")
+        // Then the user's directory is back in place, not a symlink, with their thumbnail intact.
+        XCTAssertTrue(Harness.waitUntil(30) { ThumbnailKit.symlinkTarget(cache) == nil && !FileManager.default.fileExists(atPath: aside) },
+                      "the thumbnail cache was not restored after the quarantine")
         XCTAssertNil(ThumbnailKit.symlinkTarget(cache))
         XCTAssertFalse(FileManager.default.fileExists(atPath: aside))
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: outsideThumb)), outsideBytes)

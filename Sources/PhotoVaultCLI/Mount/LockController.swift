@@ -33,6 +33,9 @@ final class LockController: @unchecked Sendable {
     /// Called when an `unlock` succeeds, just before the state becomes unlocked (restarts the
     /// idle timer: it fired for the lock, or while locked, and was then ignored).
     var onUnlocked: (@Sendable () -> Void)?
+    /// Called once per lock, after the `complete` keys are zeroed (off the FUSE threads): the
+    /// desktop's recent-files list loses its vault entries (docs/PRIVACY.md).
+    var onLocked: (@Sendable () -> Void)?
     /// Milliseconds from the lock event to keys zeroed, and to unmount requested (for tests and logs).
     private(set) var lastKeysZeroedMs: Double?
     /// Lock events so far, counted even when the vault was locked already (under `mutex`).
@@ -105,6 +108,7 @@ final class LockController: @unchecked Sendable {
         let zeroed = monotonicMs() - t0
         lastKeysZeroedMs = zeroed
         log(String(format: "locked (%@): complete keys zeroed in %.1f ms", reason.description, zeroed))
+        if let hook = onLocked { Thread { hook() }.start() }
         if settings.onLock == .stay {
             if isSleep { releaseSleepInhibitor?() }
             return

@@ -3,6 +3,7 @@ import PhotoVaultCrypto
 import PhotoVaultFS
 import PhotoVaultLock
 import PhotoVaultSession
+import PhotoVaultPrivacy
 import PhotoVaultStore
 import CLinux
 
@@ -201,7 +202,25 @@ enum MountDaemon {
             let warning = "control socket unavailable: \(error) ('photovault lock', 'unlock' and 'status' will not reach this mount)"
             Self.warn(warning, reporter: reporter, log: log)
         }
-        let thumbnailGuard = settings.privateThumbnails ? ThumbnailGuard.activate(mountpoint: settings.mountpoint, log: log) : nil
+        let privacy = settings.desktopPrivacy
+            ? DesktopPrivacy(mountpoint: canonicalMP, given: settings.givenMountpoint, thumbnails: settings.privateThumbnails,
+                             probe: PrivacySweeper.probe, log: log)
+            : nil
+        if settings.desktopPrivacy && privacy == nil { log("desktop privacy: neither XDG_CACHE_HOME nor HOME is set; nothing to guard") }
+        var vaultNames = VaultNames()
+        if let p = privacy, p.wantsVaultNames {
+            // From the ciphertext tree, not through the mount: a walk through FUSE would make
+            // the kernel remember every entry (a descriptor each in this daemon).
+            let prefixes = p.vaultPrefixes
+            vaultNames.truncated = !tree.walkPlainPaths(maxEntries: VaultNames.limit, deadline: monotonicMs() / 1000 + VaultNames.timeLimit) {
+                // The vault's own thumbnails are not photos anyone makes thumbnails of.
+                if $0 != ThumbnailGuard.vaultDirectoryName && !$0.hasPrefix(ThumbnailGuard.vaultDirectoryName + "/") {
+                    vaultNames.add(relativePath: $0, prefixes: prefixes)
+                }
+            }
+        }
+        privacy?.activate(names: vaultNames)
+        if let p = privacy { controller.onLocked = { p.locked() } }
         log("mounted \(canonicalMP)")
         if let sig = stoppedBy {
             // Told to stop while it mounted: `photovault mount` hears of no mount, and none stays.
@@ -233,7 +252,7 @@ enum MountDaemon {
         let ending = DaemonEnding()
         let finish = {
             if settings.foreground { SystemdNotifier.stopping(status: "Unmounting \(canonicalMP) and zeroing its keys") }
-            thumbnailGuard?.deactivate()
+            if let p = privacy { PrivacySweeper.handOver(p.deactivate(), privacy: p, settings: settings, log: log) }
             controller.shutDown()   // wipes the file system's keys; no unlock can follow
             keyring.wipeAll()
             signals.stop()
@@ -629,6 +648,9 @@ public enum ProcessSetup {
         }
         if argv.count > 1 && argv[1] == PamCommand.workerCommand {
             PamWorker.main(Array(argv.dropFirst(2)))
+        }
+        if argv.count > 1 && argv[1] == PrivacySweeper.command {
+            PrivacySweeper.childMain(Array(argv.dropFirst(2)))
         }
     }
 }

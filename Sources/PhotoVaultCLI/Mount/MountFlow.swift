@@ -1,6 +1,7 @@
 import Foundation
 import PhotoVaultCrypto
 import PhotoVaultLock
+import PhotoVaultPrivacy
 import PhotoVaultStore
 
 /// `photovault mount`, `unmount`, `lock`, `unlock` and `status`.
@@ -21,7 +22,11 @@ enum MountFlow {
             settings.onLock = v
         }
         settings.useDBus = !args.flag("no-dbus")
-        settings.privateThumbnails = args.flag("private-thumbnails")
+        if args.flag("private-thumbnails") && args.flag("no-private-thumbnails") {
+            throw args.usageError("--private-thumbnails and --no-private-thumbnails contradict each other")
+        }
+        settings.privateThumbnails = !args.flag("no-private-thumbnails")
+        settings.desktopPrivacy = ProcessInfo.processInfo.environment["PHOTOVAULT_DESKTOP_PRIVACY"] != "off"
 
         try FuseDevice.check()
         // A mount inside the store came up and put a stray directory into it (inside a user
@@ -36,8 +41,14 @@ enum MountFlow {
         }
         try waitForClosingDaemon(RuntimeRegistry().entry(forMountpoint: settings.mountpoint))
         let madeMountpoint = try prepareMountpoint(settings.mountpoint, isDefault: args.argument("MOUNTPOINT") == nil)
+        settings.givenMountpoint = settings.mountpoint.hasPrefix("/") ? settings.mountpoint
+            : StorePath.join(FileManager.default.currentDirectoryPath, settings.mountpoint)
         settings.mountpoint = RuntimeRegistry.canonical(settings.mountpoint)
         settings.store = RuntimeRegistry.canonical(settings.store)
+        if settings.desktopPrivacy,
+           let w = IndexedFolders.warning(mountpoint: settings.mountpoint, environment: ProcessInfo.processInfo.environment) {
+            FileHandle.standardError.write(Data("photovault: warning: \(w)\n".utf8))
+        }
 
         let layout = StoreLayout(root: settings.store)
         let user = try args.userName()

@@ -12,7 +12,15 @@ public struct MountSettings: Equatable, Sendable {
     public var onLock: OnLock = .unmount
     public var lockGrace: Double = 60
     public var useDBus = true
-    public var privateThumbnails = false
+    /// Thumbnails of vault photos go into the vault, not the plaintext cache (the default;
+    /// `--no-private-thumbnails` turns it off).
+    public var privateThumbnails = true
+    /// Everything in docs/PRIVACY.md (thumbnails, recent files, the sweep after the unmount);
+    /// off only with PHOTOVAULT_DESKTOP_PRIVACY=off (test rigs, servers without a desktop).
+    public var desktopPrivacy = true
+    /// The mountpoint as the user gave it, made absolute but not resolved (`mountpoint` is
+    /// canonical): file managers name files by the path they were shown.
+    public var givenMountpoint: String? = nil
 
     public init(store: String, mountpoint: String) {
         self.store = store
@@ -25,7 +33,9 @@ public struct MountSettings: Equatable, Sendable {
         if allowOther { a.append("allow-other") }
         if let i = idle { a.append("idle=\(i)") }
         if !useDBus { a.append("no-dbus") }
-        if privateThumbnails { a.append("private-thumbnails") }
+        if !privateThumbnails { a.append("no-private-thumbnails") }
+        if !desktopPrivacy { a.append("no-desktop-privacy") }
+        if let g = givenMountpoint { a.append("given-mountpoint=\(g)") }
         return a
     }
 
@@ -42,6 +52,8 @@ public struct MountSettings: Equatable, Sendable {
         onLock = kv["on-lock"].flatMap(OnLock.init(rawValue:)) ?? .unmount
         lockGrace = kv["lock-grace"].flatMap(Double.init) ?? 60
         useDBus = kv["no-dbus"] == nil
-        privateThumbnails = kv["private-thumbnails"] != nil
+        privateThumbnails = kv["no-private-thumbnails"] == nil
+        desktopPrivacy = kv["no-desktop-privacy"] == nil
+        givenMountpoint = kv["given-mountpoint"]
     }
 }

@@ -26,7 +26,7 @@ enum PamCommand {
         if let m = args.argument("MOUNTPOINT") { argv += ["--mountpoint", m] }
         if let s = args.value("store") { argv += ["--store", s] }
         for o in ["idle", "on-lock", "lock-grace"] { if let v = args.value(o) { argv += ["--\(o)", v] } }
-        for f in ["no-mount", "private-thumbnails"] where args.flag(f) { argv.append("--\(f)") }
+        for f in ["no-mount", "private-thumbnails", "no-private-thumbnails"] where args.flag(f) { argv.append("--\(f)") }
         spawnWorker(argv, password: password)
         return 0
     }

@@ -18,7 +18,7 @@ enum PamWorker {
         var onLock: MountSettings.OnLock = .unmount
         var lockGrace: Double = 60
         var noMount = false
-        var privateThumbnails = false
+        var privateThumbnails = true   // as for photovault mount (docs/PRIVACY.md)
 
         init?(_ args: ArraySlice<String>) {
             var i = args.startIndex
@@ -32,6 +32,7 @@ enum PamWorker {
                 case "--lock-grace": guard let v = next(), let d = Defaults.parseDuration(v) else { return nil }; lockGrace = d
                 case "--no-mount": noMount = true
                 case "--private-thumbnails": privateThumbnails = true
+                case "--no-private-thumbnails": privateThumbnails = false
                 default: return nil
                 }
                 i += 1
