@@ -15,6 +15,16 @@ final class SessionPamTests: XCTestCase {
     static let loginPassword = "login words 1"
     static let vaultPassword = "vault words 2"
 
+    /// The PAM line exactly as the README gives it, with the built binary in place of the
+    /// installed one.
+    static func readmeLine() throws -> String {
+        let readme = try String(contentsOf: SessionSystemdTests.repoRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let line = try XCTUnwrap(readme.split(separator: "\n").first { $0.hasPrefix("auth optional pam_exec.so ") },
+                                 "the README has no PAM line")
+        XCTAssertTrue(line.contains(" /usr/local/bin/photovault pam"), String(line))
+        return line.replacingOccurrences(of: "/usr/local/bin/photovault", with: Harness.binary)
+    }
+
     private var service: String?
     override func tearDown() {
         if let s = service { unlink("/etc/pam.d/" + s) }
@@ -69,7 +79,7 @@ final class SessionPamTests: XCTestCase {
         let home = prepareUser(s)
         let svc = try writeService("""
             @include common-auth
-            auth optional pam_exec.so quiet expose_authtok \(Harness.binary) pam --on-lock stay
+            \(try Self.readmeLine())
             account required pam_permit.so
 
             """)
@@ -102,7 +112,7 @@ final class SessionPamTests: XCTestCase {
         let s = Sandbox("pv-session-pam")
         let home = prepareUser(s)
         let svc = try writeService("""
-            auth optional pam_exec.so quiet expose_authtok \(Harness.binary) pam
+            \(try Self.readmeLine())
             auth required pam_permit.so
 
             """)
