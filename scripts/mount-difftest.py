@@ -37,7 +37,6 @@ EXPECTED = {
     ("ctimes", "file:write-same-fd-partial"): "a write reads the chunk it rewrites underneath: atime may move (README)",
     ("ctimes", "file:write-whole-chunk"): "a write reads the chunk it rewrites underneath: atime may move (README)",
     ("ctimes", "file:truncate-same"): "the atime moved by the write before it, seen once the cached attributes expire (README)",
-    ("attrs", "chmod-file"): "regular files never keep setuid/setgid (FORMAT.md section 8, README)",
 }
 
 

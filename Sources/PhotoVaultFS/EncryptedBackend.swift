@@ -204,9 +204,9 @@ final class EncryptedContent: FileContent {
         try file.read(into: buffer, count: count, offset: UInt64(offset))
     }
     func write(from buffer: UnsafeRawPointer, count: Int, offset: Int64) throws -> Int {
-        try file.write(from: buffer, count: count, offset: UInt64(offset))
+        try file.write(from: buffer, count: count, offset: UInt64(offset), dropsSetID: DeviceIO.requestDropsSetID)
     }
-    func truncate(to size: Int64) throws { try file.truncate(to: UInt64(size)) }
+    func truncate(to size: Int64) throws { try file.truncate(to: UInt64(size), dropsSetID: DeviceIO.requestDropsSetID) }
     func allocate(offset: Int64, length: Int64, keepSize: Bool) throws {
         try file.allocate(upTo: UInt64(offset) + UInt64(length), keepSize: keepSize)
     }

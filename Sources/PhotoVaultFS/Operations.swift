@@ -107,16 +107,11 @@ extension VaultFileSystem {
     /// for `cp` and makes programs that buffer by it (Python's `open`) read more than asked.
     static let preferredIOSize = blksize_t(256 << 10)
 
-    /// Permission bits a regular file keeps: no setuid/setgid. The mount is `nosuid` anyway,
-    /// and without them there is never a privilege to drop on write (see `DeviceIO`).
-    static let fileModeBits: mode_t = 0o1777
-
     /// The attributes the user sees: backing attributes with the plaintext size.
     func presented(_ st: stat, _ node: Inode) -> stat {
         var a = st
         a.st_ino = ino_t(node.shownIno)   // unique across the backing file systems (Inode)
         if node.isRegular {
-            a.st_mode &= S_IFMT | Self.fileModeBits   // never setuid/setgid (a store from elsewhere may have them)
             a.st_blksize = Self.preferredIOSize
             let open = node.stateLock.withLock { node.content }
             if let c = open, let s = try? c.size() {
@@ -223,7 +218,9 @@ extension VaultFileSystem {
             let proc = Syscall.procPath(node.fd)
             if valid & FUSE_SET_ATTR_MODE != 0 {
                 guard !node.isSymlink else { throw FSError.notSupported }
-                guard chmod(proc, a.st_mode & (node.isRegular ? Self.fileModeBits : 0o7777)) == 0 else { throw FSError.last() }
+                // Setuid and setgid are kept as given, on files too: the mount is `nosuid`, so they
+                // never act, and writes drop them as on a local file system (`DeviceIO`).
+                guard chmod(proc, a.st_mode & 0o7777) == 0 else { throw FSError.last() }
             }
             if valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
                 let uid = valid & FUSE_SET_ATTR_UID != 0 ? a.st_uid : uid_t.max

@@ -1,4 +1,5 @@
 import Glibc
+import PhotoVaultStore
 import CLinux
 import PhotoVaultCrypto
 
@@ -71,6 +72,7 @@ final class PlainContent: FileContent {
     }
 
     func write(from buffer: UnsafeRawPointer, count: Int, offset: Int64) throws -> Int {
+        try dropSetIDIfAsked()
         var done = 0
         while done < count {
             let n = pwrite(fd, buffer + done, count - done, off_t(offset) + off_t(done))
@@ -81,7 +83,17 @@ final class PlainContent: FileContent {
     }
 
     func truncate(to size: Int64) throws {
+        try dropSetIDIfAsked()
         guard ftruncate(fd, off_t(size)) == 0 else { throw FSError.last() }
+    }
+
+    /// The daemon writes with CAP_FSETID, so the backing file system keeps setuid/setgid
+    /// bits that the caller's own write would drop: the request says so (`DeviceIO`).
+    private func dropSetIDIfAsked() throws {
+        guard DeviceIO.requestDropsSetID else { return }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw FSError.last() }
+        try SetIDBits.drop(on: fd, st)
     }
 
     func allocate(offset: Int64, length: Int64, keepSize: Bool) throws {

@@ -244,7 +244,9 @@ public final class ContentFile: @unchecked Sendable {
     /// Writes `count` bytes at `offset`. Writing past the end fills the gap with sealed zeros.
     /// Returns fewer than `count` when a failure (ENOSPC) came after the first bytes were
     /// written whole, as write(2) does: the caller's next write gets the error.
-    public func write(from data: UnsafeRawPointer, count: Int, offset: UInt64) throws -> Int {
+    /// `dropsSetID`: the caller lacks CAP_FSETID, so the file's setuid/setgid bits go as on a
+    /// local file system (`SetIDBits`; the kernel says so in the request, FUSE_HANDLE_KILLPRIV_V2).
+    public func write(from data: UnsafeRawPointer, count: Int, offset: UInt64, dropsSetID: Bool = false) throws -> Int {
         if count == 0 { return 0 }
         guard offset <= ChunkLayout.maximumPlaintextSize, UInt64(count) <= ChunkLayout.maximumPlaintextSize - offset else {
             throw tooLarge()
@@ -253,7 +255,7 @@ public final class ContentFile: @unchecked Sendable {
         let before = try headerlessBefore()
         if before != nil { try writeNewHeader(classForNewHeader) }
         var through = offset
-        do { try writeLocked(data: data, count: count, offset: offset, through: &through) }
+        do { try writeLocked(data: data, count: count, offset: offset, dropsSetID: dropsSetID, through: &through) }
         catch where through > offset { return Int(min(through - offset, UInt64(count))) }
         catch { undoNewHeader(before); throw error }
         return count
@@ -287,10 +289,11 @@ public final class ContentFile: @unchecked Sendable {
         }
     }
 
-    /// Truncates or extends to `newSize` plaintext bytes.
-    public func truncate(to newSize: UInt64) throws {
+    /// Truncates or extends to `newSize` plaintext bytes. `dropsSetID` as for `write`.
+    public func truncate(to newSize: UInt64, dropsSetID: Bool = false) throws {
         guard newSize <= ChunkLayout.maximumPlaintextSize else { throw tooLarge() }
         lockWrite(); defer { unlock() }
+        if dropsSetID { try SetIDBits.drop(on: fd, try statLocked()) }
         let before = try headerlessBefore()
         if before != nil {
             if newSize == 0 { return try touchModified() }
@@ -435,9 +438,11 @@ public final class ContentFile: @unchecked Sendable {
     /// Core write: the new plaintext range [offset, offset+count) (`data` may be nil with
     /// count 0 to extend with zeros), plus zeros for any gap after the current end.
     /// `through`: the plaintext end of the batches written whole, when it fails.
-    private func writeLocked(data: UnsafeRawPointer?, count: Int, offset: UInt64, through: inout UInt64) throws {
+    private func writeLocked(data: UnsafeRawPointer?, count: Int, offset: UInt64, dropsSetID: Bool = false,
+                             through: inout UInt64) throws {
         let cipher = try cipherForUse()
         let st = try statLocked()
+        if dropsSetID { try SetIDBits.drop(on: fd, st) }   // before the data, as Linux does
         let size = try plaintextSize(of: st)
         let cs = UInt64(layout.chunkSize)
         let start = min(offset, size)                 // first byte whose chunk changes
