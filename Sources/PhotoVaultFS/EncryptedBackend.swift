@@ -144,12 +144,18 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         catch StoreError.locked { return try FileHeader.parse(Array(b[0..<n])).protectionClass }
     }
 
-    func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8] {
-        Array(try LinkTarget.seal(plain, keyring: keyring).utf8)
+    func sealLinkTarget(_ plain: [UInt8], rootFD: Int32) throws -> [UInt8] {
+        let stored = try LinkTarget.seal(plain, keyring: keyring)
+        try LinkTarget.writeCompanion(stored, rootFD: rootFD)
+        return Array(stored.symlink.utf8)
     }
 
-    func openLinkTarget(_ sealed: [UInt8]) throws -> [UInt8] {
-        try LinkTarget.open(sealed, keyring: keyring)
+    func openLinkTarget(_ stored: [UInt8], rootFD: Int32) throws -> [UInt8] {
+        try LinkTarget.open(stored, keyring: keyring, rootFD: rootFD)
+    }
+
+    func linkTargetRemoved(_ stored: [UInt8], rootFD: Int32) {
+        LinkTarget.removeCompanion(ofStored: stored, rootFD: rootFD)
     }
 
     /// `user.`, `trusted.` and `security.` attributes are stored, all sealed the same way

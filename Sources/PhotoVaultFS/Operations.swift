@@ -120,7 +120,7 @@ extension VaultFileSystem {
                 a.st_size = off_t(backend.plaintextSize(backingSize: Int64(st.st_size)))
             }
         } else if node.isSymlink, let raw = try? Syscall.readlink(node.fd),
-                  let plain = try? backend.openLinkTarget(raw) {
+                  let plain = try? backend.openLinkTarget(raw, rootFD: table.root.fd) {
             a.st_size = off_t(plain.count)
         }
         return a
@@ -311,7 +311,9 @@ extension VaultFileSystem {
             let p = try table.require(parent)
             let nm = try naming(of: p)
             let b = try backend.backingName(name, in: nm, dirFD: p.fd)
-            guard Syscall.unlinkat(p.fd, b, 0) == 0 else { throw FSError.last() }
+            let held = holdSymlinkWithCompanion(p.fd, b)
+            guard Syscall.unlinkat(p.fd, b, 0) == 0 else { let e = errno; releaseHeldSymlink(held); throw FSError.posix(e) }
+            releaseHeldSymlink(held)
             backend.nameRemoved(b, in: nm, dirFD: p.fd)
             fuse_reply_err(req, 0)
         } catch {
@@ -323,9 +325,12 @@ extension VaultFileSystem {
         let name = Self.bytes(cname)
         do {
             let p = try table.require(parent)
-            let sealed = try backend.sealLinkTarget(Self.bytes(link))
+            let sealed = try backend.sealLinkTarget(Self.bytes(link), rootFD: table.root.fd)
+            var made = false
+            defer { if !made { backend.linkTargetRemoved(sealed, rootFD: table.root.fd) } }
             var e = try makingName(name, in: p) { b in
                 guard Syscall.symlinkat(sealed, p.fd, b) == 0 else { throw FSError.last() }
+                made = true
                 ownership(req, p)?.apply(to: b, in: p.fd)
                 return try lookupBacking(p, b, plain: name)
             }
@@ -339,7 +344,7 @@ extension VaultFileSystem {
         do {
             let node = try table.require(ino)
             guard node.isSymlink else { throw FSError.invalidArgument }
-            var plain = try backend.openLinkTarget(try Syscall.readlink(node.fd))
+            var plain = try backend.openLinkTarget(try Syscall.readlink(node.fd), rootFD: table.root.fd)
             plain.append(0)
             plain.withUnsafeBufferPointer { p in
                 p.baseAddress!.withMemoryRebound(to: CChar.self, capacity: p.count) { _ = fuse_reply_readlink(req, $0) }
@@ -376,9 +381,14 @@ extension VaultFileSystem {
             let p = try table.require(parent), np = try table.require(newparent)
             let nm = try naming(of: p)
             let ob = try backend.backingName(name, in: nm, dirFD: p.fd)
+            var replaced: HeldSymlink? = nil
             let nb = try makingName(newname, in: np) { nb in
+                // A symlink renamed over loses a link: its companion may have to go.
+                if flags == 0 && !(p === np && ob == nb) { replaced = holdSymlinkWithCompanion(np.fd, nb) }
                 if Syscall.renameat2(p.fd, ob, np.fd, nb, flags) != 0 {
                     let e = errno
+                    releaseHeldSymlink(replaced)
+                    replaced = nil
                     // A directory may replace an empty one (rename(2)); the backing target still
                     // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST.
                     guard flags == 0, e == ENOTEMPTY || e == EEXIST else { throw FSError.posix(e) }
@@ -386,6 +396,7 @@ extension VaultFileSystem {
                 }
                 return nb
             }
+            releaseHeldSymlink(replaced)
             if flags & UInt32(RENAME_EXCHANGE_VALUE) == 0 && !(p === np && ob == nb) {
                 backend.nameRemoved(ob, in: nm, dirFD: p.fd)
             }

@@ -34,8 +34,9 @@ final class PlainBackend: TreeBackend, @unchecked Sendable {
     func setProtectionClass(_ cls: ProtectionClass, of content: FileContent) throws { throw FSError.notSupported }
     func protectionClass(ofFile fd: Int32) throws -> ProtectionClass? { nil }
 
-    func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8] { plain }
-    func openLinkTarget(_ sealed: [UInt8]) throws -> [UInt8] { sealed }
+    func sealLinkTarget(_ plain: [UInt8], rootFD: Int32) throws -> [UInt8] { plain }
+    func openLinkTarget(_ stored: [UInt8], rootFD: Int32) throws -> [UInt8] { stored }
+    func linkTargetRemoved(_ stored: [UInt8], rootFD: Int32) {}
 
     func sealXattrName(_ plain: [UInt8]) throws -> [UInt8] { plain }
     func openXattrName(_ backing: [UInt8]) -> [UInt8]? { backing }

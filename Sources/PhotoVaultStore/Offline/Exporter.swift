@@ -343,7 +343,7 @@ public final class Exporter {
             try checkReplace(destfd, local, localPath)
             let sealed = try OfflineSys.readLink(entry.parent.fd, entry.cName)
             let target: [UInt8]
-            do { target = try LinkTarget.open(sealed, keyring: tree.keyring) }
+            do { target = try LinkTarget.open(sealed, keyring: tree.keyring, treeRoot: tree.root) }
             catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: entry.path.description, detail: d) }
             let tmp = Array((Exporter.tempPrefix + Base64Hex.random(8)).utf8CString)
             let rc = target.withUnsafeBufferPointer { t -> Int32 in
