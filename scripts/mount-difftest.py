@@ -27,8 +27,6 @@ EXPECTED = {
     ("copy", "seek-hole"): "no holes (FORMAT.md section 5): SEEK_HOLE finds only the end",
     ("copy", "blocks-cover-size"): "no holes (FORMAT.md section 5): a copy is not sparse",
     ("copy", "tree/cfr/sha"): "follows from the refused hole punch above",
-    ("limits", "symlink:3001"): "symlink targets up to 3,000 bytes (FORMAT.md section 8, README)",
-    ("limits", "symlink:4095"): "symlink targets up to 3,000 bytes (FORMAT.md section 8, README)",
     ("limits", "xattr-value:65497"): "xattr values up to 65,496 bytes (FORMAT.md section 8, README)",
     ("limits", "xattr-value:65536"): "xattr values up to 65,496 bytes (FORMAT.md section 8, README)",
     ("limits", "xattr-name:161"): "xattr names up to 160 bytes (FORMAT.md section 8, README)",
@@ -37,7 +35,6 @@ EXPECTED = {
     ("ctimes", "file:write-same-fd-partial"): "a write reads the chunk it rewrites underneath: atime may move (README)",
     ("ctimes", "file:write-whole-chunk"): "a write reads the chunk it rewrites underneath: atime may move (README)",
     ("ctimes", "file:truncate-same"): "the atime moved by the write before it, seen once the cached attributes expire (README)",
-    ("attrs", "chmod-file"): "regular files never keep setuid/setgid (FORMAT.md section 8, README)",
 }
 
 

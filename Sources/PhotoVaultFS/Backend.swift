@@ -68,8 +68,13 @@ protocol TreeBackend: AnyObject, Sendable {
     /// Reads the class of a closed file from its header.
     func protectionClass(ofFile fd: Int32) throws -> ProtectionClass?
 
-    func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8]
-    func openLinkTarget(_ sealed: [UInt8]) throws -> [UInt8]
+    /// What a new symlink to `plain` holds underneath. A target too long for that is kept in a
+    /// companion file in the tree's root `rootFD`, written here, before the symlink is made
+    /// (`linkTargetRemoved` takes it back if the symlink is not made).
+    func sealLinkTarget(_ plain: [UInt8], rootFD: Int32) throws -> [UInt8]
+    func openLinkTarget(_ stored: [UInt8], rootFD: Int32) throws -> [UInt8]
+    /// A backing symlink holding `stored` lost its last link (or was never made).
+    func linkTargetRemoved(_ stored: [UInt8], rootFD: Int32)
 
     /// Extended attributes, names as the bytes the kernel passes (any but NUL, not always
     /// UTF-8: two names must never become one). Throws for a namespace not supported.

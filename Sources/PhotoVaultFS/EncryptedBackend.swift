@@ -144,12 +144,18 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         catch StoreError.locked { return try FileHeader.parse(Array(b[0..<n])).protectionClass }
     }
 
-    func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8] {
-        Array(try LinkTarget.seal(plain, keyring: keyring).utf8)
+    func sealLinkTarget(_ plain: [UInt8], rootFD: Int32) throws -> [UInt8] {
+        let stored = try LinkTarget.seal(plain, keyring: keyring)
+        try LinkTarget.writeCompanion(stored, rootFD: rootFD)
+        return Array(stored.symlink.utf8)
     }
 
-    func openLinkTarget(_ sealed: [UInt8]) throws -> [UInt8] {
-        try LinkTarget.open(sealed, keyring: keyring)
+    func openLinkTarget(_ stored: [UInt8], rootFD: Int32) throws -> [UInt8] {
+        try LinkTarget.open(stored, keyring: keyring, rootFD: rootFD)
+    }
+
+    func linkTargetRemoved(_ stored: [UInt8], rootFD: Int32) {
+        LinkTarget.removeCompanion(ofStored: stored, rootFD: rootFD)
     }
 
     /// `user.`, `trusted.` and `security.` attributes are stored, all sealed the same way
@@ -204,9 +210,9 @@ final class EncryptedContent: FileContent {
         try file.read(into: buffer, count: count, offset: UInt64(offset))
     }
     func write(from buffer: UnsafeRawPointer, count: Int, offset: Int64) throws -> Int {
-        try file.write(from: buffer, count: count, offset: UInt64(offset))
+        try file.write(from: buffer, count: count, offset: UInt64(offset), dropsSetID: DeviceIO.requestDropsSetID)
     }
-    func truncate(to size: Int64) throws { try file.truncate(to: UInt64(size)) }
+    func truncate(to size: Int64) throws { try file.truncate(to: UInt64(size), dropsSetID: DeviceIO.requestDropsSetID) }
     func allocate(offset: Int64, length: Int64, keepSize: Bool) throws {
         try file.allocate(upTo: UInt64(offset) + UInt64(length), keepSize: keepSize)
     }

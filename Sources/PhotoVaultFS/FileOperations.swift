@@ -98,7 +98,7 @@ extension VaultFileSystem {
     func createFile(_ p: Inode, _ backing: [UInt8], plain: [UInt8], mode: mode_t,
                     owner: Ownership?) throws -> (Inode, stat, ContentState) {
         let pfd = try p.fd
-        let fd = Syscall.openat(pfd, backing, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode & Self.fileModeBits)
+        let fd = Syscall.openat(pfd, backing, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, mode & 0o7777)
         guard fd >= 0 else { throw FSError.last() }
         owner?.apply(to: backing, in: pfd)
         let file: FileContent
@@ -162,6 +162,7 @@ extension VaultFileSystem {
             let c = try acquireContent(node, writes: writes)
             if truncates {
                 do { try c.truncate(to: 0) } catch { releaseContent(node, c, writes: writes); throw error }
+                if DeviceIO.requestDropsSetID && SetIDBits.takeDropped() { modeChangedUnderneath(ino) }
             }
             // O_APPEND needs nothing here: the kernel sets every such write's offset to the
             // end of file itself, and WRITEs that carry dirty mmap pages must land where
@@ -194,7 +195,10 @@ extension VaultFileSystem {
                     let c: ContentState
                     do { c = try acquireContent(node, writes: true) } catch { table.forget(e.ino, 1); throw error }
                     do {
-                        if flags & O_TRUNC != 0 { try c.truncate(to: 0) }
+                        if flags & O_TRUNC != 0 {
+                            try c.truncate(to: 0)
+                            if DeviceIO.requestDropsSetID && SetIDBits.takeDropped() { modeChangedUnderneath(e.ino) }
+                        }
                         e.attr = try attributes(of: node)
                     } catch {
                         // Nothing is installed yet: give back the content and the lookup.
@@ -238,6 +242,7 @@ extension VaultFileSystem {
         defer { secureZero(UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(mutating: data), count: size)) }
         do {
             let n = try h.content.write(from: UnsafeRawPointer(data), count: size, offset: Int64(off))
+            if DeviceIO.requestDropsSetID && SetIDBits.takeDropped() { modeChangedUnderneath(ino) }
             fuse_reply_write(req, n)
         } catch {
             fail(req, error, "write \(table.path(of: ino)) at \(off)")

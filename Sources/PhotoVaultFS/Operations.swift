@@ -107,16 +107,11 @@ extension VaultFileSystem {
     /// for `cp` and makes programs that buffer by it (Python's `open`) read more than asked.
     static let preferredIOSize = blksize_t(256 << 10)
 
-    /// Permission bits a regular file keeps: no setuid/setgid. The mount is `nosuid` anyway,
-    /// and without them there is never a privilege to drop on write (see `DeviceIO`).
-    static let fileModeBits: mode_t = 0o1777
-
     /// The attributes the user sees: backing attributes with the plaintext size.
     func presented(_ st: stat, _ node: Inode) -> stat {
         var a = st
         a.st_ino = ino_t(node.shownIno)   // unique across the backing file systems (Inode)
         if node.isRegular {
-            a.st_mode &= S_IFMT | Self.fileModeBits   // never setuid/setgid (a store from elsewhere may have them)
             a.st_blksize = Self.preferredIOSize
             let open = node.stateLock.withLock { node.content }
             if let c = open, let s = try? c.size() {
@@ -125,7 +120,7 @@ extension VaultFileSystem {
                 a.st_size = off_t(backend.plaintextSize(backingSize: Int64(st.st_size)))
             }
         } else if node.isSymlink, let raw = try? Syscall.readlink(try node.fd),
-                  let plain = try? backend.openLinkTarget(raw) {
+                  let plain = try? backend.openLinkTarget(raw, rootFD: table.rootFD) {
             a.st_size = off_t(plain.count)
         }
         return a
@@ -226,7 +221,9 @@ extension VaultFileSystem {
             let proc = Syscall.procPath(fd)
             if valid & FUSE_SET_ATTR_MODE != 0 {
                 guard !node.isSymlink else { throw FSError.notSupported }
-                guard chmod(proc, a.st_mode & (node.isRegular ? Self.fileModeBits : 0o7777)) == 0 else { throw FSError.last() }
+                // Setuid and setgid are kept as given, on files too: the mount is `nosuid`, so they
+                // never act, and writes drop them as on a local file system (`DeviceIO`).
+                guard chmod(proc, a.st_mode & 0o7777) == 0 else { throw FSError.last() }
             }
             if valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
                 let uid = valid & FUSE_SET_ATTR_UID != 0 ? a.st_uid : uid_t.max
@@ -320,7 +317,9 @@ extension VaultFileSystem {
             let nm = try naming(of: p)
             let pfd = try p.fd
             let b = try backend.backingName(name, in: nm, dirFD: pfd)
-            guard Syscall.unlinkat(pfd, b, 0) == 0 else { throw FSError.last() }
+            let held = holdSymlinkWithCompanion(pfd, b)
+            guard Syscall.unlinkat(pfd, b, 0) == 0 else { let e = errno; releaseHeldSymlink(held); throw FSError.posix(e) }
+            releaseHeldSymlink(held)
             backend.nameRemoved(b, in: nm, dirFD: pfd)
             fuse_reply_err(req, 0)
         } catch {
@@ -332,10 +331,13 @@ extension VaultFileSystem {
         let name = Self.bytes(cname)
         do {
             let p = try table.require(parent)
-            let sealed = try backend.sealLinkTarget(Self.bytes(link))
+            let sealed = try backend.sealLinkTarget(Self.bytes(link), rootFD: table.rootFD)
+            var made = false
+            defer { if !made { backend.linkTargetRemoved(sealed, rootFD: table.rootFD) } }
             let pfd = try p.fd
             var e = try makingName(name, in: p) { b in
                 guard Syscall.symlinkat(sealed, pfd, b) == 0 else { throw FSError.last() }
+                made = true
                 ownership(req, p)?.apply(to: b, in: pfd)
                 return try lookupBacking(p, b, plain: name)
             }
@@ -349,7 +351,7 @@ extension VaultFileSystem {
         do {
             let node = try table.require(ino)
             guard node.isSymlink else { throw FSError.invalidArgument }
-            var plain = try backend.openLinkTarget(try Syscall.readlink(try node.fd))
+            var plain = try backend.openLinkTarget(try Syscall.readlink(try node.fd), rootFD: table.rootFD)
             plain.append(0)
             plain.withUnsafeBufferPointer { p in
                 p.baseAddress!.withMemoryRebound(to: CChar.self, capacity: p.count) { _ = fuse_reply_readlink(req, $0) }
@@ -388,9 +390,14 @@ extension VaultFileSystem {
             let nm = try naming(of: p)
             let pfd = try p.fd, npfd = try np.fd
             let ob = try backend.backingName(name, in: nm, dirFD: pfd)
+            var replaced: HeldSymlink? = nil
             let nb = try makingName(newname, in: np) { nb in
+                // A symlink renamed over loses a link: its companion may have to go.
+                if flags == 0 && !(p === np && ob == nb) { replaced = holdSymlinkWithCompanion(npfd, nb) }
                 if Syscall.renameat2(pfd, ob, npfd, nb, flags) != 0 {
                     let e = errno
+                    releaseHeldSymlink(replaced)
+                    replaced = nil
                     // A directory may replace an empty one (rename(2)); the backing target still
                     // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST.
                     guard flags == 0, e == ENOTEMPTY || e == EEXIST else { throw FSError.posix(e) }
@@ -398,6 +405,7 @@ extension VaultFileSystem {
                 }
                 return nb
             }
+            releaseHeldSymlink(replaced)
             if flags & UInt32(RENAME_EXCHANGE_VALUE) == 0 && !(p === np && ob == nb) {
                 backend.nameRemoved(ob, in: nm, dirFD: pfd)
             }

@@ -1,4 +1,5 @@
 import Glibc
+import PhotoVaultStore
 import CLinux
 import PhotoVaultCrypto
 
@@ -33,8 +34,9 @@ final class PlainBackend: TreeBackend, @unchecked Sendable {
     func setProtectionClass(_ cls: ProtectionClass, of content: FileContent) throws { throw FSError.notSupported }
     func protectionClass(ofFile fd: Int32) throws -> ProtectionClass? { nil }
 
-    func sealLinkTarget(_ plain: [UInt8]) throws -> [UInt8] { plain }
-    func openLinkTarget(_ sealed: [UInt8]) throws -> [UInt8] { sealed }
+    func sealLinkTarget(_ plain: [UInt8], rootFD: Int32) throws -> [UInt8] { plain }
+    func openLinkTarget(_ stored: [UInt8], rootFD: Int32) throws -> [UInt8] { stored }
+    func linkTargetRemoved(_ stored: [UInt8], rootFD: Int32) {}
 
     func sealXattrName(_ plain: [UInt8]) throws -> [UInt8] { plain }
     func openXattrName(_ backing: [UInt8]) -> [UInt8]? { backing }
@@ -71,6 +73,7 @@ final class PlainContent: FileContent {
     }
 
     func write(from buffer: UnsafeRawPointer, count: Int, offset: Int64) throws -> Int {
+        try dropSetIDIfAsked()
         var done = 0
         while done < count {
             let n = pwrite(fd, buffer + done, count - done, off_t(offset) + off_t(done))
@@ -81,7 +84,17 @@ final class PlainContent: FileContent {
     }
 
     func truncate(to size: Int64) throws {
+        try dropSetIDIfAsked()
         guard ftruncate(fd, off_t(size)) == 0 else { throw FSError.last() }
+    }
+
+    /// The daemon writes with CAP_FSETID, so the backing file system keeps setuid/setgid
+    /// bits that the caller's own write would drop: the request says so (`DeviceIO`).
+    private func dropSetIDIfAsked() throws {
+        guard DeviceIO.requestDropsSetID else { return }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw FSError.last() }
+        try SetIDBits.drop(on: fd, st)
     }
 
     func allocate(offset: Int64, length: Int64, keepSize: Bool) throws {

@@ -261,6 +261,18 @@ public final class VaultFileSystem: @unchecked Sendable {
         }
     }
 
+    /// Asks the kernel to read inode `ino`'s attributes again: a write or an O_TRUNC open that
+    /// dropped setuid/setgid bits (`SetIDBits`) leaves its cached mode stale otherwise (a
+    /// `stat` asking for the mode only would show the bits). Sent before the request's reply,
+    /// so the caller sees the new mode as soon as its call returns; the kernel takes no lock
+    /// for it that the request holds.
+    func modeChangedUnderneath(_ ino: UInt64) {
+        lifecycle.withLock {
+            guard mounted, let se = session else { return }
+            _ = fuse_lowlevel_notify_inval_inode(se, ino, -1, 0)
+        }
+    }
+
     /// Open handles per protection class (files opened several times count once per handle).
     public func statusCounts() -> [ProtectionClass: Int] {
         var out: [ProtectionClass: Int] = [:]

@@ -6,12 +6,16 @@ import PhotoVaultStore
 /// Extended attributes: user attributes are sealed by the backend; a few virtual ones are
 /// answered here and never stored.
 ///
-/// Copy tools that preserve xattrs (`rsync -X`, `cp --preserve=xattr`, `tar --xattrs`) read
-/// the virtual attributes like any other and write them back, and `rsync -X` removes every
-/// attribute of the destination its source lacks. So a virtual attribute behaves as one
-/// that always exists and is derived again on every read: removing it succeeds and changes
-/// nothing, writing a robots attribute its own value succeeds, writing it anything else is
-/// refused (EPERM), and writing the class attribute changes the class (valid names only).
+/// The virtual attributes answer `getxattr` and `setxattr` by name but are not listed:
+/// copy tools that preserve xattrs (`rsync -X`, `cp --preserve=xattr`, `tar --xattrs`) copy
+/// what `listxattr` shows, so a listing of only what the user set keeps their round trips
+/// exact (copies out of the mount used to carry a class and robots attributes nobody set).
+/// A tree from elsewhere that carries them (a copy made by an earlier build) still goes back
+/// in, and `rsync -X` still removes from the destination what its source lacks: so a virtual
+/// attribute behaves as one that always exists and is derived again on every read: removing
+/// it succeeds and changes nothing, writing a robots attribute its own value succeeds,
+/// writing it anything else is refused (EPERM), and writing the class attribute changes the
+/// class (valid names only).
 extension VaultFileSystem {
     public static let classAttribute = "user.photovault.class"
     /// Fixed on every directory: tell indexers (tracker, baloo) and backup tools to keep out
@@ -138,7 +142,8 @@ extension VaultFileSystem {
     func listxattr(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int) {
         do {
             let node = try table.require(ino)
-            var names = virtualNames(node).map { Array($0.utf8) }
+            // Only what the user set: the virtual attributes are read by name (see above).
+            var names: [[UInt8]] = []
             var damaged = false
             var listsTrusted: Bool?   // asked once, when the first trusted.* name comes
             for b in try Self.listXattrs(try node.fd) {

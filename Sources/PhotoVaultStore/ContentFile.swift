@@ -125,9 +125,13 @@ public final class ContentFile: @unchecked Sendable {
     }
 
     private func ciphertextSize() throws -> UInt64 {
+        UInt64(try statLocked().st_size)
+    }
+
+    private func statLocked() throws -> stat {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw StoreError.posix("fstat") }
-        return UInt64(st.st_size)
+        return st
     }
 
     public func size() throws -> UInt64 {
@@ -136,7 +140,11 @@ public final class ContentFile: @unchecked Sendable {
     }
 
     private func plaintextSizeLocked() throws -> UInt64 {
-        do { return try layout.plaintextSize(ciphertextSize: ciphertextSize()) }
+        try plaintextSize(of: statLocked())
+    }
+
+    private func plaintextSize(of st: stat) throws -> UInt64 {
+        do { return try layout.plaintextSize(ciphertextSize: UInt64(st.st_size)) }
         catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: displayPath, detail: d) }
     }
 
@@ -236,16 +244,20 @@ public final class ContentFile: @unchecked Sendable {
     /// Writes `count` bytes at `offset`. Writing past the end fills the gap with sealed zeros.
     /// Returns fewer than `count` when a failure (ENOSPC) came after the first bytes were
     /// written whole, as write(2) does: the caller's next write gets the error.
-    public func write(from data: UnsafeRawPointer, count: Int, offset: UInt64) throws -> Int {
+    /// `dropsSetID`: the caller lacks CAP_FSETID, so the file's setuid/setgid bits go as on a
+    /// local file system (`SetIDBits`; the kernel says so in the request, FUSE_HANDLE_KILLPRIV_V2).
+    public func write(from data: UnsafeRawPointer, count: Int, offset: UInt64, dropsSetID: Bool = false) throws -> Int {
         if count == 0 { return 0 }
         guard offset <= ChunkLayout.maximumPlaintextSize, UInt64(count) <= ChunkLayout.maximumPlaintextSize - offset else {
             throw tooLarge()
         }
         lockWrite(); defer { unlock() }
-        if header == nil && !keyForgotten { try writeNewHeader(classForNewHeader) }
+        let before = try headerlessBefore()
+        if before != nil { try writeNewHeader(classForNewHeader) }
         var through = offset
-        do { try writeLocked(data: data, count: count, offset: offset, through: &through) }
+        do { try writeLocked(data: data, count: count, offset: offset, dropsSetID: dropsSetID, through: &through) }
         catch where through > offset { return Int(min(through - offset, UInt64(count))) }
+        catch { undoNewHeader(before); throw error }
         return count
     }
 
@@ -256,26 +268,34 @@ public final class ContentFile: @unchecked Sendable {
     public func allocate(upTo end: UInt64, keepSize: Bool) throws {
         guard end <= ChunkLayout.maximumPlaintextSize else { throw tooLarge() }
         lockWrite(); defer { unlock() }
-        let size = try plaintextSizeLocked()
+        let st = try statLocked()
+        let size = try plaintextSize(of: st)
         guard end > size else { return }
         if !keepSize {
-            if header == nil && !keyForgotten { try writeNewHeader(classForNewHeader) }
+            let before = try headerlessBefore()
+            if before != nil { try writeNewHeader(classForNewHeader) }
             var through = size
-            return try writeLocked(data: nil, count: 0, offset: end, through: &through)
+            do { return try writeLocked(data: nil, count: 0, offset: end, through: &through) }
+            catch { undoNewHeader(before); throw error }
         }
         let from = header == nil ? 0 : layout.ciphertextSize(plaintextSize: size)
         let to = layout.ciphertextSize(plaintextSize: end)
         guard pv_reserve(fd, Int64(from), Int64(to - from)) == 0 else {
             let e = errno
-            throw e == ENOSPC || e == EDQUOT ? StoreError.noSpace : .io(errno: e, context: "\(displayPath): fallocate")
+            // A reservation that ran out of space may have kept the blocks it got (ext4):
+            // they are given back, so a failed fallocate costs the store nothing.
+            if e == ENOSPC || e == EDQUOT { cutBack(to: UInt64(st.st_size), times: st) }
+            throw reservationError(e)
         }
     }
 
-    /// Truncates or extends to `newSize` plaintext bytes.
-    public func truncate(to newSize: UInt64) throws {
+    /// Truncates or extends to `newSize` plaintext bytes. `dropsSetID` as for `write`.
+    public func truncate(to newSize: UInt64, dropsSetID: Bool = false) throws {
         guard newSize <= ChunkLayout.maximumPlaintextSize else { throw tooLarge() }
         lockWrite(); defer { unlock() }
-        if header == nil && !keyForgotten {
+        if dropsSetID { try SetIDBits.drop(on: fd, try statLocked()) }
+        let before = try headerlessBefore()
+        if before != nil {
             if newSize == 0 { return try touchModified() }
             try writeNewHeader(classForNewHeader)
         }
@@ -283,7 +303,8 @@ public final class ContentFile: @unchecked Sendable {
         if newSize == size { return try touchModified() }
         if newSize > size {
             var through = size
-            try writeLocked(data: nil, count: 0, offset: newSize, through: &through)
+            do { try writeLocked(data: nil, count: 0, offset: newSize, through: &through) }
+            catch { undoNewHeader(before); throw error }
             return
         }
         let cs = UInt64(layout.chunkSize)
@@ -352,15 +373,77 @@ public final class ContentFile: @unchecked Sendable {
         .io(errno: EFBIG, context: "\(displayPath): larger than \(ChunkLayout.maximumPlaintextSize) bytes, the largest file size")
     }
 
+    /// The error of a reservation (`pv_reserve`) that failed with `e`.
+    private func reservationError(_ e: Int32) -> StoreError {
+        if e == EFBIG {
+            return .io(errno: EFBIG, context: "\(displayPath): larger than the store's file system holds in one file")
+        }
+        return e == ENOSPC || e == EDQUOT ? .noSpace : .io(errno: e, context: "\(displayPath): fallocate")
+    }
+
+    /// Reserves the ciphertext bytes `[from, to)` that a growth is about to write, so that a
+    /// size the store's file system cannot hold fails at once, before a byte is written:
+    /// fallocate(2) compares the new end with the file system's own largest file size
+    /// (`s_maxbytes`: 16 TiB on ext4 with 4 KiB blocks, 8 EiB on tmpfs) before anything else,
+    /// on file systems without fallocate too (EFBIG), and reserves the space or fails with
+    /// ENOSPC (tmpfs, ext4, xfs, btrfs). The file is left as it was (`cutBack` gives back
+    /// what a reservation that ran out of space kept). Where nothing can be reserved
+    /// (EOPNOTSUPP: ext2/3, FAT) the growth goes ahead, and a failure is undone by the caller.
+    private func reserveGrowth(from: UInt64, to: UInt64, times st: stat) throws {
+        guard to > from, pv_reserve(fd, Int64(from), Int64(to - from)) != 0 else { return }
+        let e = errno
+        switch e {
+        case EFBIG:
+            throw reservationError(e)
+        case ENOSPC, EDQUOT:
+            cutBack(to: from, times: st)
+            throw reservationError(e)
+        default:
+            return
+        }
+    }
+
+    /// Cuts the ciphertext back to `cipherSize` (its size before a growth that failed; blocks
+    /// reserved past it go too) and puts back the modification and access times `st` held:
+    /// a failed size change leaves the file as it was, times included (only the change time
+    /// moves). Best effort: the operation's own error is the one reported.
+    private func cutBack(to cipherSize: UInt64, times st: stat) {
+        _ = ftruncate(fd, Int(cipherSize))
+        restoreTimes(st)
+    }
+
+    private func restoreTimes(_ st: stat) {
+        _ = futimens(fd, [st.st_atim, st.st_mtim])
+    }
+
+    /// For an operation that writes a header first (the file has none yet): the file's state
+    /// before it, so that `undoNewHeader` can put it back; nil when the file has a header.
+    private func headerlessBefore() throws -> stat? {
+        header == nil && !keyForgotten ? try statLocked() : nil
+    }
+
+    /// A size change that wrote the file's header (`headerlessBefore`) and then failed as a
+    /// whole takes the header back too: the file is again the 0-byte one it was, whose class
+    /// is still decided by its first write.
+    private func undoNewHeader(_ before: stat?) {
+        guard let before, header != nil else { return }
+        cutBack(to: 0, times: before)
+        forgetKeyLocked()
+        header = nil
+    }
+
     /// Maximum chunks sealed per pwrite when filling large holes (bounds memory use).
     private static let batchChunks: UInt64 = 64
 
     /// Core write: the new plaintext range [offset, offset+count) (`data` may be nil with
     /// count 0 to extend with zeros), plus zeros for any gap after the current end.
     /// `through`: the plaintext end of the batches written whole, when it fails.
-    private func writeLocked(data: UnsafeRawPointer?, count: Int, offset: UInt64, through: inout UInt64) throws {
+    private func writeLocked(data: UnsafeRawPointer?, count: Int, offset: UInt64, dropsSetID: Bool = false,
+                             through: inout UInt64) throws {
         let cipher = try cipherForUse()
-        let size = try plaintextSizeLocked()
+        let st = try statLocked()
+        if dropsSetID { try SetIDBits.drop(on: fd, st) }   // before the data, as Linux does
+        let size = try plaintextSize(of: st)
         let cs = UInt64(layout.chunkSize)
         let start = min(offset, size)                 // first byte whose chunk changes
         let writeEnd = offset + UInt64(count)
@@ -379,9 +462,13 @@ public final class ContentFile: @unchecked Sendable {
         let oldCipherSize = layout.ciphertextSize(plaintextSize: size)
         let newCipherSize = layout.ciphertextSize(plaintextSize: newSize)
         let growsPartialLast = newCipherSize > oldCipherSize && size % cs != 0
-        if growsPartialLast && pv_reserve(fd, Int64(oldCipherSize), Int64(newCipherSize - oldCipherSize)) != 0
-            && (errno == ENOSPC || errno == EDQUOT) {
-            throw StoreError.noSpace
+        // A growth that writes zeros (a truncate up, fallocate, a write past the end) or
+        // rewrites the partial last chunk is reserved first (`reserveGrowth`): EFBIG or
+        // ENOSPC at once, nothing written. A plain append of the caller's data is not (one
+        // fallocate per sequential write would cost ext4 its delayed allocation); the kernel
+        // stops it at the file system's limit, and what failed is undone below.
+        if newCipherSize > oldCipherSize && (growsPartialLast || data == nil || offset > size) {
+            try reserveGrowth(from: oldCipherSize, to: newCipherSize, times: st)
         }
         var backup = growsPartialLast
             ? SealedBytesBackup(index: size / cs, offset: layout.sealedOffset(ofChunk: size / cs),
@@ -393,11 +480,17 @@ public final class ContentFile: @unchecked Sendable {
             try writeBatches(cipher: cipher, data: data, count: count, offset: offset, size: size, newSize: newSize,
                              first: first, last: last, backup: &backup, keptSize: &keptSize, through: &through)
         } catch {
-            if newCipherSize > oldCipherSize { _ = ftruncate(fd, Int(keptSize)) }
-            // No batch reached past the old end: the new last chunk was not written whole.
-            // If putting the old one back fails too, the write's own error is still the one
-            // to report (ENOSPC); fsck then names the damaged chunk.
-            if keptSize == oldCipherSize { try? backup?.restore(to: fd) }
+            // A write that stored some of the caller's bytes whole returns that much (`write`),
+            // as write(2) does, and keeps it. Anything else that failed (a truncate up,
+            // fallocate, a write that got no further than the zeros before its data) is undone
+            // whole: the file is cut back to its old end and its old last chunk put back, so
+            // it keeps its size, contents and times. If putting the chunk back fails too, the
+            // operation's own error is still the one to report (ENOSPC); fsck then names the
+            // damaged chunk.
+            let keepsPart = data != nil && through > offset
+            if newCipherSize > oldCipherSize { _ = ftruncate(fd, Int(keepsPart ? keptSize : oldCipherSize)) }
+            if !keepsPart || keptSize == oldCipherSize { try? backup?.restore(to: fd) }
+            if !keepsPart { restoreTimes(st) }
             throw error
         }
     }

@@ -54,11 +54,12 @@ public struct NameCodec: Sendable {
     }
 
     /// Store-internal files that are never shown: `.pvdir`, the root's mount lock, temp
-    /// files, long-name companions.
+    /// files, long-name companions, symlink target companions (`LinkTarget`).
     public static func isInternal(_ entry: String) -> Bool {
         entry == DirectoryInfo.fileName || entry == TreeLock.mountLockName || entry.hasPrefix(AtomicFile.tempPrefix)
             || entry == debrisDirectory
             || (entry.hasPrefix(longPrefix) && entry.hasSuffix(companionSuffix))
+            || LinkTarget.isCompanion(entry)
             || entry == "." || entry == ".."
     }
 
@@ -121,21 +122,105 @@ public struct NameCodec: Sendable {
     }
 }
 
-/// Symlink targets: base64url(XChaCha20-Poly1305(metadata key, target, ad = "PVlink\x01")).
-/// A target of up to about 3,000 bytes fits in Linux's 4,095-byte symlink limit.
+/// Symlink targets (FORMAT.md section 8): sealed = XChaCha20-Poly1305(metadata key, target,
+/// ad = "PVlink\x01"). The backing symlink holds base64url(sealed) when that is at most
+/// `maxInlineLength` bytes, which every store file system holds in a symlink. A longer one
+/// (targets over 727 bytes, up to Linux's 4,095) is kept outside the symlink, as long names
+/// are: the symlink holds `~` + base64url(BLAKE2b-256(sealed)) and the tree's root directory
+/// the companion file `<that>.link` with the sealed bytes. In the root, not beside the
+/// symlink, so that a rename or a hard link into another directory leaves it valid; it is
+/// removed when the symlink's last link goes.
 public enum LinkTarget {
     static let ad: [UInt8] = Array("PVlink".utf8) + [1]
-    public static let maxPlainLength = 3000
+    /// PATH_MAX - 1: what symlink(2) takes on Linux.
+    public static let maxPlainLength = 4095
+    /// The longest stored target kept in the symlink itself: ext2/3/4 hold a symlink of one
+    /// block less a byte (1 KiB blocks at the least), XFS 1,024 bytes. 1,023 bytes of base64url
+    /// are 767 sealed bytes, a target of up to 727.
+    public static let maxInlineLength = 1023
+    public static let companionSuffix = ".link"
+    /// The most a companion may hold: the sealed longest target.
+    static let maxCompanionSize = maxPlainLength + SecretBox.overhead
 
-    public static func seal(_ target: [UInt8], keyring: UserKeyring) throws -> String {
-        guard target.count <= maxPlainLength else { throw StoreError.io(errno: ENAMETOOLONG, context: "symlink target") }
-        return Base64URL.encode(SecretBox.seal(target, key: keyring.metadataKey, ad: ad))
+    /// What a new symlink stores.
+    public enum Stored: Equatable, Sendable {
+        case inline(String)
+        /// `symlink` is what the backing symlink holds, `sealed` what its companion holds.
+        case companion(symlink: String, sealed: [UInt8])
+
+        /// The backing symlink's target.
+        public var symlink: String {
+            switch self { case .inline(let s): return s; case .companion(let s, _): return s }
+        }
     }
 
-    public static func open(_ stored: [UInt8], keyring: UserKeyring) throws -> [UInt8] {
-        guard let sealed = Base64URL.decode(stored) else { throw StoreError.integrity(path: "", detail: "symlink target is not PhotoVault data") }
+    public static func seal(_ target: [UInt8], keyring: UserKeyring) throws -> Stored {
+        guard target.count <= maxPlainLength else { throw StoreError.io(errno: ENAMETOOLONG, context: "symlink target") }
+        let sealed = SecretBox.seal(target, key: keyring.metadataKey, ad: ad)
+        let text = Base64URL.encode(sealed)
+        if text.utf8.count <= maxInlineLength { return .inline(text) }
+        return .companion(symlink: reference(to: sealed), sealed: sealed)
+    }
+
+    static func reference(to sealed: [UInt8]) -> String {
+        NameCodec.longPrefix + Base64URL.encode(KeyedHash.hash(sealed, outputLength: 32))
+    }
+
+    /// The companion file a backing symlink's target `stored` refers to, if it refers to one.
+    public static func companionName(ofStored stored: [UInt8]) -> String? {
+        guard stored.first == UInt8(ascii: "~") else { return nil }
+        return String(decoding: stored, as: UTF8.self) + companionSuffix
+    }
+
+    /// Whether `entry` of the tree's root is a link companion (internal, never shown).
+    static func isCompanion(_ entry: String) -> Bool {
+        entry.hasPrefix(NameCodec.longPrefix) && entry.hasSuffix(companionSuffix)
+    }
+
+    /// Writes the companion of a new symlink into the tree's root `rootFD` (crash-safe, mode
+    /// 0400), before the symlink is made; nothing for an inline target.
+    public static func writeCompanion(_ stored: Stored, rootFD: Int32) throws {
+        guard case .companion(let link, let sealed) = stored else { return }
+        try AtomicFile.write(sealed, in: rootFD, name: link + companionSuffix, mode: 0o400)
+    }
+
+    /// Removes the companion of a symlink whose last link is gone (or that was never made).
+    public static func removeCompanion(ofStored stored: [UInt8], rootFD: Int32) {
+        if let c = companionName(ofStored: stored) { unlinkat(rootFD, c, 0) }
+    }
+
+    /// The plaintext target of a backing symlink whose target is `stored`; a companion is read
+    /// from the tree's root `rootFD`. Authentication failures, a missing, misshapen or
+    /// mismatching companion, and a companion holding a target that fits the symlink itself
+    /// (only ever stored inline, so a forged one) are `.integrity`; a companion that cannot be
+    /// read (EIO, EACCES, EMFILE) is that error.
+    public static func open(_ stored: [UInt8], keyring: UserKeyring, rootFD: Int32) throws -> [UInt8] {
+        let sealed: [UInt8]
+        if let companion = companionName(ofStored: stored) {
+            do { sealed = try FileIO.readFile(in: rootFD, name: companion, limit: maxCompanionSize) }
+            catch StoreError.corruptStore(let d) { throw StoreError.integrity(path: "", detail: "symlink target companion: \(d)") }
+            catch StoreError.io(let e, _) where e == ENOENT {
+                throw StoreError.integrity(path: "", detail: "symlink target companion \(companion) is missing")
+            }
+            guard reference(to: sealed) == String(decoding: stored, as: UTF8.self),
+                  Base64URL.encode(sealed).utf8.count > maxInlineLength else {
+                throw StoreError.integrity(path: "", detail: "symlink target companion does not match its symlink")
+            }
+        } else {
+            guard let s = Base64URL.decode(stored) else { throw StoreError.integrity(path: "", detail: "symlink target is not PhotoVault data") }
+            sealed = s
+        }
         do { return try SecretBox.open(sealed, key: keyring.metadataKey, ad: ad) }
         catch { throw StoreError.integrity(path: "", detail: "symlink target failed authentication") }
+    }
+
+    /// `open` with the tree's root given by path, opened only for a companion (offline tools).
+    public static func open(_ stored: [UInt8], keyring: UserKeyring, treeRoot: String) throws -> [UInt8] {
+        guard companionName(ofStored: stored) != nil else { return try open(stored, keyring: keyring, rootFD: -1) }
+        let fd = Glibc.open(treeRoot, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError.posix("open \(treeRoot)") }
+        defer { close(fd) }
+        return try open(stored, keyring: keyring, rootFD: fd)
     }
 }
 

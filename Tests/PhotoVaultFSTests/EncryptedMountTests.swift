@@ -224,7 +224,7 @@ class EncryptedMountTests: XCTestCase {
         test "$(getfattr --only-values -n user.photovault.class "$M/d")" = complete
         test "$(getfattr --only-values -n user.xdg.robots.index "$M/d")" = false
         test "$(getfattr --only-values -n user.xdg.robots.backup "$M")" = false
-        getfattr -d "$M/d" | grep -q 'user.xdg.robots.index="false"'
+        ! getfattr -d -m - "$M/d" "$M/d/f" | grep -q 'user\\.' || exit 1
         ! setfattr -n user.xdg.robots.index -v true "$M/d" 2>/dev/null || exit 1
         setfattr -n user.xdg.robots.index -v false "$M/d"
         setfattr -x user.xdg.robots.backup "$M/d"

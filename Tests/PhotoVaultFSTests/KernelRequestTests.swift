@@ -5,8 +5,8 @@ import PhotoVaultCrypto
 @testable import PhotoVaultFS
 
 /// What the kernel asks, counted by the daemon (`DeviceIO`): one round trip per write with
-/// no capability probe, no FLUSH on close, no LOOKUP after a listing; and no setuid/setgid
-/// bits to drop.
+/// no capability probe, no FLUSH on close, no LOOKUP after a listing; setuid/setgid bits kept
+/// as written (the daemon drops them where the kernel says: MountSetIDTests).
 final class KernelRequestTests: XCTestCase {
     static let opLookup: UInt32 = 1, opOpen: UInt32 = 14, opRead: UInt32 = 15, opWrite: UInt32 = 16, opGetxattr: UInt32 = 22, opFlush: UInt32 = 25, opReaddirplus: UInt32 = 44
 
@@ -40,7 +40,7 @@ final class KernelRequestTests: XCTestCase {
         XCTAssertLessThanOrEqual(asked, 2, "security.capability asked \(asked) times for 650 writes to 2 files")
     }
 
-    func testSetIDBitsAreNotKeptOnFiles() throws {
+    func testSetIDBitsOnFilesAreKeptAsWritten() throws {
         let out = h.shell("""
         echo data > "$M/tool"
         chmod 4755 "$M/tool"; stat -c %a "$M/tool"
@@ -50,10 +50,10 @@ final class KernelRequestTests: XCTestCase {
         python3 -c 'import os,sys; os.close(os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o6755))' "$M/created"
         stat -c %a "$M/created"
         """)
-        XCTAssertEqual(out.split(separator: "\n"), ["755", "750", "1644", "2775", "755"])
-        // The backing files do not carry them either.
-        let modes = h.shell(#"find "$B" -type f -perm /6000 | wc -l"#)
-        XCTAssertEqual(modes.trimmingCharacters(in: .whitespacesAndNewlines), "0")
+        XCTAssertEqual(out.split(separator: "\n"), ["4755", "2750", "1644", "2775", "6755"])
+        // The backing file carries them (a store from before this kept none).
+        let modes = h.shell(#"find "$B" -type f -perm -6000 | wc -l"#)
+        XCTAssertEqual(modes.trimmingCharacters(in: .whitespacesAndNewlines), "1")
     }
 
     func testFileCapabilitiesAreNotStored() throws {

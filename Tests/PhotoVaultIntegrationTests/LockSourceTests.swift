@@ -152,7 +152,7 @@ final class LockSourceTests: XCTestCase {
             while time.time() - t0 < 8 and os.path.ismount(mp):
                 try:
                     seen = (os.getxattr(mp + "/a.jpg", "user.photovault.class").decode(),
-                            "user.photovault.class" in os.listxattr(mp + "/a.jpg"),
+                            "user.photovault.class" not in os.listxattr(mp + "/a.jpg"),
                             os.stat(mp + "/link.jpg").st_size)
                 except OSError:
                     break

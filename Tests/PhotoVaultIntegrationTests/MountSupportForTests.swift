@@ -47,6 +47,8 @@ extension Sandbox {
         case tmpfs
         /// A loop-mounted image without fallocate (EOPNOTSUPP).
         case ext2
+        /// A loop-mounted image with 4 KiB blocks (largest file: 16 TiB - 4 KiB).
+        case ext4
         /// A loop-mounted image whose every overwrite is copy-on-write (at least 110 MiB).
         case btrfs
         /// A loop-mounted image with reflink (copy-on-write once extents are shared; at least 300 MiB).
@@ -59,7 +61,7 @@ extension Sandbox {
                               line: UInt = #line) -> () -> Void {
         XCTAssertEqual(getuid(), 0, "mounting a filesystem needs root", file: file, line: line)
         let qs = Sandbox.quote(store), img = Sandbox.quote(root + "/disk.img")
-        let mkfs = ["ext2": "mkfs.ext2 -q -F -m 0", "btrfs": "mkfs.btrfs -q -f", "xfs": "mkfs.xfs -q -f -m reflink=1"]
+        let mkfs = ["ext2": "mkfs.ext2 -q -F -m 0", "ext4": "mkfs.ext4 -q -F -m 0 -b 4096", "btrfs": "mkfs.btrfs -q -f", "xfs": "mkfs.xfs -q -f -m reflink=1"]
         ok(fs == .tmpfs ? "mkdir \(qs) && mount -t tmpfs -o size=\(size),mode=0700 tmpfs \(qs)" : """
            set -e
            truncate -s \(size) \(img) && \(mkfs[fs.rawValue]!) \(img) 2>&1

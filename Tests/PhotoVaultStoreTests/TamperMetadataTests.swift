@@ -100,24 +100,66 @@ final class TamperMetadataTests: XCTestCase {
     func testSymlinkTargetChangesAreDetected() throws {
         let keyring = try Fixture.randomKeyring()
         let target = Array("../Pictures/2024/IMG_0042.HEIC".utf8)
-        let sealed = try LinkTarget.seal(target, keyring: keyring)
-        XCTAssertEqual(try LinkTarget.open(Array(sealed.utf8), keyring: keyring), target)
-        XCTAssertNotEqual(try LinkTarget.seal(target, keyring: keyring), sealed, "random nonce per target")
+        let sealed = try LinkTarget.seal(target, keyring: keyring).symlink
+        XCTAssertEqual(try LinkTarget.open(Array(sealed.utf8), keyring: keyring, rootFD: -1), target)
+        XCTAssertNotEqual(try LinkTarget.seal(target, keyring: keyring).symlink, sealed, "random nonce per target")
         var bytes = Array(sealed.utf8)
         for i in 0..<bytes.count {
             for replacement: UInt8 in [0x41, 0x5F, 0x2E] where replacement != bytes[i] {
                 let orig = bytes[i]
                 bytes[i] = replacement
-                XCTAssertIntegrityError(try LinkTarget.open(bytes, keyring: keyring), "position \(i)")
+                XCTAssertIntegrityError(try LinkTarget.open(bytes, keyring: keyring, rootFD: -1), "position \(i)")
                 bytes[i] = orig
             }
         }
-        XCTAssertIntegrityError(try LinkTarget.open(Array(bytes.dropLast(4)), keyring: keyring))
-        XCTAssertIntegrityError(try LinkTarget.open(Array("/etc/passwd".utf8), keyring: keyring), "a plain symlink")
-        XCTAssertIntegrityError(try LinkTarget.open(bytes, keyring: try Fixture.randomKeyring()), "another account")
+        XCTAssertIntegrityError(try LinkTarget.open(Array(bytes.dropLast(4)), keyring: keyring, rootFD: -1))
+        XCTAssertIntegrityError(try LinkTarget.open(Array("/etc/passwd".utf8), keyring: keyring, rootFD: -1), "a plain symlink")
+        XCTAssertIntegrityError(try LinkTarget.open(bytes, keyring: try Fixture.randomKeyring(), rootFD: -1), "another account")
         XCTAssertThrowsError(try LinkTarget.seal([UInt8](repeating: 0x61, count: LinkTarget.maxPlainLength + 1), keyring: keyring))
-        let longest = try LinkTarget.seal([UInt8](repeating: 0x61, count: LinkTarget.maxPlainLength), keyring: keyring)
-        XCTAssertLessThan(longest.utf8.count, 4096, "fits Linux's symlink limit")
+    }
+
+    /// Targets up to 727 bytes stay in the symlink (1,023 bytes of base64url, which every
+    /// store file system holds); longer ones, up to 4,095, go to a companion in the tree's
+    /// root that the symlink names. Any change to the companion, one that belongs to another
+    /// symlink, a missing one, and one holding a target short enough to be inline (forged:
+    /// such targets are only ever stored inline) are integrity errors.
+    func testLongSymlinkTargetsLiveInACompanion() throws {
+        let keyring = try Fixture.randomKeyring()
+        let dir = Fixture.tempDir(self)
+        let root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(root, 0)
+        defer { close(root) }
+        let inline = try LinkTarget.seal([UInt8](repeating: 0x61, count: 727), keyring: keyring)
+        guard case .inline(let text) = inline else { return XCTFail("727 bytes must stay inline") }
+        XCTAssertEqual(text.utf8.count, LinkTarget.maxInlineLength)
+        for length in [728, 3000, LinkTarget.maxPlainLength] {
+            let target = (0..<length).map { UInt8(0x61 + $0 % 26) }
+            let stored = try LinkTarget.seal(target, keyring: keyring)
+            guard case .companion(let link, let sealed) = stored else { return XCTFail("\(length) bytes must use a companion") }
+            XCTAssertEqual(link.utf8.count, 44)
+            XCTAssertIntegrityError(try LinkTarget.open(Array(link.utf8), keyring: keyring, rootFD: root), "missing companion")
+            try LinkTarget.writeCompanion(stored, rootFD: root)
+            XCTAssertEqual(try LinkTarget.open(Array(link.utf8), keyring: keyring, rootFD: root), target)
+            XCTAssertTrue(NameCodec.isInternal(link + LinkTarget.companionSuffix))
+            // A changed byte of the companion.
+            let path = dir + "/" + link + LinkTarget.companionSuffix
+            chmod(path, 0o600)
+            var bytes = sealed
+            bytes[bytes.count / 2] ^= 1
+            Fixture.writeFile(path, bytes)
+            XCTAssertIntegrityError(try LinkTarget.open(Array(link.utf8), keyring: keyring, rootFD: root), "\(length): changed companion")
+            // Another symlink's companion (authentic on its own) under this one's name.
+            guard case .companion(_, let other) = try LinkTarget.seal(target, keyring: keyring) else { return XCTFail() }
+            Fixture.writeFile(path, other)
+            XCTAssertIntegrityError(try LinkTarget.open(Array(link.utf8), keyring: keyring, rootFD: root), "\(length): swapped companion")
+            LinkTarget.removeCompanion(ofStored: Array(link.utf8), rootFD: root)
+            XCTAssertNotEqual(access(path, F_OK), 0)
+        }
+        // A short target's sealed bytes in a companion that hashes right: forged.
+        let short = SecretBox.seal(Array("x".utf8), key: keyring.metadataKey, ad: LinkTarget.ad)
+        let reference = LinkTarget.reference(to: short)
+        Fixture.writeFile(dir + "/" + reference + LinkTarget.companionSuffix, short)
+        XCTAssertIntegrityError(try LinkTarget.open(Array(reference.utf8), keyring: keyring, rootFD: root), "inline-sized companion")
     }
 
     func testXattrValueChangesAreDetected() throws {

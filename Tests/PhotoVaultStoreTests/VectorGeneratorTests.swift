@@ -32,6 +32,31 @@ enum VectorGenerator {
         var xattrs: [String: [String: String]]
     }
 
+    /// A symlink target too long for the symlink itself (over 727 bytes): kept in a
+    /// companion in the tree's root (FORMAT.md section 8), from a symlink in a subdirectory.
+    static let longLinkTarget = "../" + String(repeating: "long-target/", count: 100) + "photo.jpg"
+
+    /// Adds the long symlink to vectors generated before it existed (kept so the committed
+    /// trees stay the ones older builds wrote): PHOTOVAULT_ADD_LONG_LINK_VECTOR=1.
+    static func addLongLink(into vectors: String) throws {
+        for cipher in ContentCipher.allCases {
+            let dir = StorePath.join(vectors, directoryName(cipher))
+            let keyring = try Fixture.keyring()
+            let w = TreeWriter(keyring: keyring, layout: ChunkLayout(cipher: cipher, chunkSize: chunkSize))
+            let treePath = StorePath.join(dir, "tree")
+            let rfd = open(treePath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            let root = CipherDir(fd: rfd, info: try DirectoryInfo.read(dirfd: rfd, keyring: keyring), path: treePath)
+            let albumEntry = w.names.encode(Array("Album 2024".utf8), in: root.info).entry
+            let afd = openat(rfd, albumEntry, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            let album = CipherDir(fd: afd, info: try DirectoryInfo.read(dirfd: afd, keyring: keyring), path: StorePath.join(treePath, albumEntry))
+            try w.symlink("long-link", target: longLinkTarget, in: album, root: root)
+            let path = StorePath.join(dir, "expected.json")
+            var expected = try JSONDecoder().decode(Expected.self, from: Data(Fixture.readFile(path)))
+            expected.symlinks["Album 2024/long-link"] = longLinkTarget
+            try writeJSON(expected, to: path)
+        }
+    }
+
     /// Deterministic file contents (no secrets, easy to recreate by hand).
     static func pattern(_ n: Int, seed: UInt8) -> [UInt8] { (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) } }
 
@@ -62,6 +87,7 @@ enum VectorGenerator {
             let longFileName = String(repeating: "Long file name ", count: 16) + ".txt"   // 244 bytes
             try file(longFileName, Array("long-named file\n".utf8), .none, in: album, prefix: "Album 2024/")
             try w.symlink("latest", target: "Album 2024/\(longDirName)/photo.jpg", in: root)
+            try w.symlink("long-link", target: longLinkTarget, in: album, root: root)
             let xattrValues: [(String, String, String)] = [(oneByte, "one-byte.txt", "user.comment"), (album.path, "Album 2024", "user.xdg.tags")]
             for (cpath, _, name) in xattrValues { try w.setXattr(name, Array("value of \(name)".utf8), onCiphertext: cpath) }
 
@@ -80,7 +106,7 @@ enum VectorGenerator {
                 cipher: cipher.name, chunkSize: chunkSize, masterKeyHex: Base64Hex.hex(Fixture.knownMasterKey),
                 files: files.mapValues { Expected.File(size: $0.data.count, sha256: Fixture.sha256($0.data), protectionClass: $0.cls.name) },
                 directories: ["Album 2024", "Album 2024/\(longDirName)"],
-                symlinks: ["latest": "Album 2024/\(longDirName)/photo.jpg"],
+                symlinks: ["latest": "Album 2024/\(longDirName)/photo.jpg", "Album 2024/long-link": longLinkTarget],
                 xattrs: Dictionary(uniqueKeysWithValues: xattrValues.map { ($0.1, [$0.2: "value of \($0.2)"]) }))
             try writeJSON(expected, to: StorePath.join(dir, "expected.json"))
         }
@@ -119,10 +145,14 @@ final class VectorGeneratorTests: XCTestCase {
         if ProcessInfo.processInfo.environment["PHOTOVAULT_REGENERATE_VECTORS"] == "1" {
             try VectorGenerator.generate(into: sourceVectors)
         }
+        if ProcessInfo.processInfo.environment["PHOTOVAULT_ADD_LONG_LINK_VECTOR"] == "1" {
+            try VectorGenerator.addLongLink(into: sourceVectors)
+        }
         let base = try XCTUnwrap(bundledVectors, "Vectors resource missing from the test bundle")
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             // Freshly regenerated vectors are checked from the source tree (the bundle copy is older).
-            let root = ProcessInfo.processInfo.environment["PHOTOVAULT_REGENERATE_VECTORS"] == "1" ? sourceVectors : base
+            let env = ProcessInfo.processInfo.environment
+            let root = env["PHOTOVAULT_REGENERATE_VECTORS"] == "1" || env["PHOTOVAULT_ADD_LONG_LINK_VECTOR"] == "1" ? sourceVectors : base
             let dir = StorePath.join(root, VectorGenerator.directoryName(cipher))
             let (tree, expected) = try VectorGenerator.decode(dir)
             XCTAssertEqual(expected.cipher, cipher.name)
@@ -154,7 +184,7 @@ final class VectorGeneratorTests: XCTestCase {
         var s = PlaintextScanTests.Scan()
         PlaintextScanTests.scan(base, needles: [], into: &s)
         XCTAssertLessThan(s.bytesRead, 200_000)
-        XCTAssertEqual(s.linksRead, 2, "one symlink per cipher")
+        XCTAssertEqual(s.linksRead, 4, "two symlinks per cipher (one keeps its target in a companion)")
         XCTAssertGreaterThan(s.filesRead, 20)
     }
 }

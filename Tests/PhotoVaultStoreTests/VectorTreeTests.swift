@@ -151,11 +151,13 @@ struct TreeWriter {
     }
 
     @discardableResult
-    func symlink(_ name: String, target: String, in dir: CipherDir) throws -> String {
+    /// `root`: the tree's root, where a long target's companion goes (default: `dir`).
+    func symlink(_ name: String, target: String, in dir: CipherDir, root: CipherDir? = nil) throws -> String {
         let enc = names.encode(Array(name.utf8), in: dir.info)
         try NameCodec.writeCompanion(enc, in: dir.fd)
-        let sealed = try LinkTarget.seal(Array(target.utf8), keyring: keyring)
-        guard symlinkat(sealed, dir.fd, enc.entry) == 0 else { throw StoreError.posix("symlink") }
+        let stored = try LinkTarget.seal(Array(target.utf8), keyring: keyring)
+        try LinkTarget.writeCompanion(stored, rootFD: (root ?? dir).fd)
+        guard symlinkat(stored.symlink, dir.fd, enc.entry) == 0 else { throw StoreError.posix("symlink") }
         return StorePath.join(dir.path, enc.entry)
     }
 
@@ -189,7 +191,7 @@ struct TreeReader {
         let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw StoreError.posix("open \(root)") }
         let dir = CipherDir(fd: fd, info: try DirectoryInfo.read(dirfd: fd, keyring: keyring), path: root)
-        try walk(dir, plain: "", cipherRel: "", into: &tree)
+        try walk(dir, plain: "", cipherRel: "", rootFD: fd, into: &tree)
         return tree
     }
 
@@ -204,7 +206,7 @@ struct TreeReader {
         return out.sorted()
     }
 
-    private func walk(_ dir: CipherDir, plain: String, cipherRel: String, into tree: inout PlainTree) throws {
+    private func walk(_ dir: CipherDir, plain: String, cipherRel: String, rootFD: Int32, into tree: inout PlainTree) throws {
         let codec = NameCodec(keyring: keyring)
         for entry in TreeReader.entries(of: dir.fd) where !NameCodec.isInternal(entry) {
             let name = try codec.decode(entry: entry, in: dir.info, dirfd: dir.fd)
@@ -220,12 +222,12 @@ struct TreeReader {
                 guard fd >= 0 else { throw StoreError.posix("open dir") }
                 let child = CipherDir(fd: fd, info: try DirectoryInfo.read(dirfd: fd, keyring: keyring), path: full)
                 try readXattrs(cipherRel: rel, full: full, plain: p, into: &tree)
-                try walk(child, plain: p, cipherRel: rel, into: &tree)
+                try walk(child, plain: p, cipherRel: rel, rootFD: rootFD, into: &tree)
             case S_IFLNK:
                 var buf = [UInt8](repeating: 0, count: 4096)
                 let n = readlinkat(dir.fd, entry, &buf, buf.count)
                 guard n >= 0 else { throw StoreError.posix("readlink") }
-                tree.symlinks[p] = try LinkTarget.open(Array(buf[0..<n]), keyring: keyring)
+                tree.symlinks[p] = try LinkTarget.open(Array(buf[0..<n]), keyring: keyring, rootFD: rootFD)
             case S_IFREG:
                 let fd = openat(dir.fd, entry, O_RDONLY | O_CLOEXEC)
                 guard fd >= 0 else { throw StoreError.posix("open file") }

@@ -359,7 +359,7 @@ public final class Exporter {
         mutating func symlink(_ entry: VaultEntry, stat st: stat, into destfd: Int32, local: [CChar], localPath: String) throws {
             let sealed = try OfflineSys.readLink(entry.parent.fd, entry.cName)
             let target: [UInt8]
-            do { target = try LinkTarget.open(sealed, keyring: tree.keyring) }
+            do { target = try LinkTarget.open(sealed, keyring: tree.keyring, treeRoot: tree.root) }
             catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: entry.path.description, detail: d) }
             // Already this link (a rerun): left as it is.
             if !force, let there = try OfflineSys.lstat(destfd, local), OfflineSys.isSymlink(there),

@@ -69,6 +69,7 @@ public final class Fsck {
         }
         walk.summary.directories += 1
         try walk.directory(resolver.root, storePath: "", isRoot: true)
+        walk.linkCompanionsLeft(root: resolver.root)
         return walk.summary
     }
 
@@ -166,6 +167,11 @@ public final class Fsck {
         /// File ID of every header read so far, with its inode and path: two inodes with one
         /// ID are a copied header (`fileIDShared`).
         var fileIDs: [[UInt8]: (dev: UInt64, ino: UInt64, path: String)] = [:]
+        /// Symlink target companions in the tree's root (`LinkTarget`), and the ones some
+        /// symlink names: the rest are orphans, left by a crash between a companion and its
+        /// symlink (or between a symlink's removal and its companion's).
+        var linkCompanions: [String] = []
+        var linkCompanionsNamed: Set<String> = []
 
         init(tree: UserTree, repair: Bool, progress: @escaping (ProgressEvent) -> Void) {
             self.tree = tree
@@ -247,6 +253,10 @@ public final class Fsck {
                 report(shownInDir, sp, .leftoverTemp, "temp file of an interrupted write")
                 if repair { removeTemp(dir.fd, e, storePath: sp) }
                 return nil
+            }
+            if isRoot && LinkTarget.isCompanion(name) {
+                linkCompanions.append(name)
+                return nil   // judged once every symlink was seen (`linkCompanionsLeft`)
             }
             if name.hasPrefix(NameCodec.longPrefix) && name.hasSuffix(NameCodec.companionSuffix) {
                 let owner = Array(e.raw.dropLast(NameCodec.companionSuffix.utf8.count))
@@ -544,7 +554,9 @@ public final class Fsck {
         mutating func symlink(_ dir: VaultDirectory, _ e: OfflineSys.Entry, path: VaultPath, storePath: String) -> Bool {
             summary.symlinks += 1
             do {
-                _ = try LinkTarget.open(try OfflineSys.readLink(dir.fd, e.cName), keyring: tree.keyring)
+                let stored = try OfflineSys.readLink(dir.fd, e.cName)
+                if let c = LinkTarget.companionName(ofStored: stored) { linkCompanionsNamed.insert(c) }
+                _ = try LinkTarget.open(stored, keyring: tree.keyring, treeRoot: tree.root)
                 return false
             } catch StoreError.integrity(_, let d) {
                 report(path.description, storePath, .symlinkDamaged, d)
@@ -552,6 +564,17 @@ public final class Fsck {
             } catch {
                 report(path.description, storePath, .unreadable, "\(error)")
                 return false
+            }
+        }
+
+        /// Root companions no symlink names: reported `orphanCompanion`. Repair removes them
+        /// (they hold a sealed target and nothing else), unless part of the tree could not be
+        /// read: a symlink there may still name one.
+        mutating func linkCompanionsLeft(root: VaultDirectory) {
+            let walkedAll = !summary.problems.contains { $0.kind == .unreadable }
+            for name in linkCompanions where !linkCompanionsNamed.contains(name) {
+                report("/" + name, name, .orphanCompanion, "symlink target companion without its symlink")
+                if repair && walkedAll { unlinkat(root.fd, name, 0) }
             }
         }
 

@@ -281,7 +281,7 @@ public final class Importer {
         func isUnchangedLink(_ entry: VaultEntry, target: [UInt8]) throws -> Bool {
             guard !force, let there = try entry.stat(), OfflineSys.isSymlink(there),
                   let sealed = try? OfflineSys.readLink(entry.parent.fd, entry.cName) else { return false }
-            return (try? LinkTarget.open(sealed, keyring: tree.keyring)) == target
+            return (try? LinkTarget.open(sealed, keyring: tree.keyring, treeRoot: tree.root)) == target
         }
 
         /// An entry already in place: counted, not copied again.
@@ -454,14 +454,27 @@ public final class Importer {
             if try isUnchangedLink(entry, target: target) { return unchanged(entry) }
             try checkReplace(entry)
             let display = entry.path.description
-            let sealed: String
-            do { sealed = try LinkTarget.seal(target, keyring: tree.keyring) }
+            let stored: LinkTarget.Stored
+            do { stored = try LinkTarget.seal(target, keyring: tree.keyring) }
             catch { throw StoreError.io(errno: ENAMETOOLONG, context: "symlink target of \(display) is longer than \(LinkTarget.maxPlainLength) bytes") }
             let tmp = OfflineSys.temporaryName()
-            // One step for a signal (DeferredSignals): the temp link is renamed or removed first.
+            // One step for a signal (DeferredSignals): the temp link is renamed or removed first,
+            // and a target kept in a companion (in the tree's root) is written before the link.
             try DeferredSignals.during {
-                guard symlinkat(sealed, entry.parent.fd, tmp) == 0 else { throw StoreError.posix("symlink \(display)") }
+                var rootFD: Int32 = -1
+                if case .companion = stored {
+                    rootFD = Glibc.open(tree.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    guard rootFD >= 0 else { throw StoreError.posix("open the tree's root") }
+                    do { try LinkTarget.writeCompanion(stored, rootFD: rootFD) } catch { close(rootFD); throw error }
+                }
                 var placed = false
+                defer {
+                    if rootFD >= 0 {
+                        if !placed { LinkTarget.removeCompanion(ofStored: Array(stored.symlink.utf8), rootFD: rootFD) }
+                        close(rootFD)
+                    }
+                }
+                guard symlinkat(stored.symlink, entry.parent.fd, tmp) == 0 else { throw StoreError.posix("symlink \(display)") }
                 defer { if !placed { unlinkat(entry.parent.fd, tmp, 0) } }
                 OfflineSys.setTimes(entry.parent.fd, tmp, from: st)
                 try entry.create {
