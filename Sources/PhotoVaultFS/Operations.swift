@@ -328,7 +328,11 @@ extension VaultFileSystem {
             let p = try table.require(parent)
             let sealed = try backend.sealLinkTarget(Self.bytes(link))
             var e = try makingName(name, in: p) { b in
-                guard Syscall.symlinkat(sealed, p.fd, b) == 0 else { throw FSError.last() }
+                // A file system without symlinks (exFAT) says ENOSYS; a local one of that kind
+                // (the kernel's exfat, vfat) says EPERM, which is what ln -s users know.
+                guard Syscall.symlinkat(sealed, p.fd, b) == 0 else {
+                    throw errno == ENOSYS ? FSError.posix(EPERM) : FSError.last()
+                }
                 ownership(req, p)?.apply(to: b, in: p.fd)
                 return try lookupBacking(p, b, plain: name)
             }
@@ -380,7 +384,7 @@ extension VaultFileSystem {
             let nm = try naming(of: p)
             let ob = try backend.backingName(name, in: nm, dirFD: p.fd)
             let nb = try makingName(newname, in: np) { nb in
-                if Syscall.renameat2(p.fd, ob, np.fd, nb, flags) != 0 {
+                if backingRename(p.fd, ob, np.fd, nb, flags) != 0 {
                     let e = errno
                     // A directory may replace an empty one (rename(2)); the backing target still
                     // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST.
@@ -403,10 +407,28 @@ extension VaultFileSystem {
         }
     }
 
+    /// rename(2) of backing entries with the caller's flags, on a file system that may not
+    /// take them (`BackingCapabilities`: exFAT, NTFS, sshfs refuse both with EINVAL).
+    /// NOREPLACE then checks and renames (`NoReplace`: the kernel holds both directories'
+    /// locks across this request, and the daemon is the tree's only writer); EXCHANGE has no
+    /// such fallback and is refused with EINVAL, as those file systems refuse it themselves.
+    private func backingRename(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8], _ flags: UInt32) -> Int32 {
+        if flags == 0 { return Syscall.renameat2(oldDir, ob, newDir, nb, 0) }
+        let caps = BackingCapabilities.of(newDir)
+        if flags & UInt32(RENAME_EXCHANGE_VALUE) != 0 && !caps.renameExchange { errno = EINVAL; return -1 }
+        if flags == UInt32(RENAME_NOREPLACE_VALUE) && !caps.renameNoReplace {
+            return Syscall.withCName(ob) { o in Syscall.withCName(nb) { n in NoReplace.rename(oldDir, o, newDir, n) } }
+        }
+        return Syscall.renameat2(oldDir, ob, newDir, nb, flags)
+    }
+
     /// Moves directory `ob` over directory `nb`, which is empty in the plaintext view: swap the
     /// two atomically, then remove the old target (now under the source name). If the old
     /// target is not empty after all, swap back and fail as rename(2) does.
     private func replaceEmptyDirectory(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8]) throws {
+        guard BackingCapabilities.of(newDir).renameExchange else {
+            return try replaceEmptyDirectoryWithoutExchange(oldDir, ob, newDir, nb)
+        }
         guard Syscall.renameat2(oldDir, ob, newDir, nb, UInt32(RENAME_EXCHANGE_VALUE)) == 0 else { throw FSError.last() }
         do {
             try backend.removeDirectory(named: ob, in: oldDir)
@@ -414,6 +436,23 @@ extension VaultFileSystem {
             _ = Syscall.renameat2(oldDir, ob, newDir, nb, UInt32(RENAME_EXCHANGE_VALUE))
             throw error
         }
+    }
+
+    /// The same without RENAME_EXCHANGE: the old target goes aside under a temp name and is
+    /// removed (put back if it is not empty after all), then the source takes its name. A
+    /// crash in between leaves the source under its old name and at most a `.pvtmp-`
+    /// directory holding only a `.pvdir` (fsck removes it); the target was empty, so
+    /// nothing is lost.
+    private func replaceEmptyDirectoryWithoutExchange(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8]) throws {
+        let aside = Array((AtomicFile.tempPrefix + Base64Hex.random(8)).utf8)
+        guard Syscall.renameat2(newDir, nb, newDir, aside, 0) == 0 else { throw FSError.last() }
+        do {
+            try backend.removeDirectory(named: aside, in: newDir)
+        } catch {
+            _ = Syscall.renameat2(newDir, aside, newDir, nb, 0)
+            throw error
+        }
+        guard Syscall.renameat2(oldDir, ob, newDir, nb, 0) == 0 else { throw FSError.last() }
     }
 
     func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?, _ mode: mode_t, _ rdev: dev_t) {

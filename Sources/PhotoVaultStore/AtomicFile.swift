@@ -45,10 +45,11 @@ public enum AtomicFile {
             guard renameat(dirfd, tmp, dirfd, name) == 0 else { throw StoreError.posix("rename \(name)") }
             renamed = true
         } else {
-            // link() fails if the target exists: an atomic create-if-absent.
-            guard linkat(dirfd, tmp, dirfd, name, 0) == 0 else {
+            // link() fails if the target exists: an atomic create-if-absent. Where the file
+            // system has no hard links (exFAT), a rename that refuses a taken name (NoReplace).
+            guard NoReplace.createIfAbsent(tmp: tmp, name: name, in: dirfd) == 0 else {
                 if errno == EEXIST { throw StoreError.exists(name) }
-                throw StoreError.posix("link \(name)")
+                throw StoreError.posix("create \(name)")
             }
         }
     }

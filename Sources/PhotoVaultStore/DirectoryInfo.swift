@@ -92,7 +92,9 @@ public struct DirectoryInfo: Sendable, Equatable {
                 let inherited = fstat(dfd, &st) == 0 ? st.st_mode & S_ISGID : 0
                 _ = fchmod(dfd, mode | inherited)
             }
-            guard pv_renameat2(parentfd, tmp, parentfd, entry, UInt32(PV_RENAME_NOREPLACE)) == 0 else {
+            // RENAME_NOREPLACE, or its fallback where the file system refuses the flag with
+            // EINVAL (exFAT, NTFS, sshfs: every mkdir through the mount used to fail so).
+            guard NoReplace.rename(parentfd, tmp, parentfd, entry) == 0 else {
                 throw errno == EEXIST ? StoreError.exists(entry) : StoreError.posix("rename new directory")
             }
         } catch {
