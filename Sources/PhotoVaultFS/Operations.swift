@@ -325,14 +325,13 @@ extension VaultFileSystem {
     func symlink(_ req: fuse_req_t?, _ link: UnsafePointer<CChar>?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
         let name = Self.bytes(cname)
         do {
+            // A drive without symlinks (exFAT: ENOSYS; an rclone mount: EIO) refuses them as
+            // the kernel's exfat and vfat do.
+            guard backing.symlinks else { throw FSError.posix(EPERM) }
             let p = try table.require(parent)
             let sealed = try backend.sealLinkTarget(Self.bytes(link))
             var e = try makingName(name, in: p) { b in
-                // A file system without symlinks (exFAT) says ENOSYS; a local one of that kind
-                // (the kernel's exfat, vfat) says EPERM, which is what ln -s users know.
-                guard Syscall.symlinkat(sealed, p.fd, b) == 0 else {
-                    throw errno == ENOSYS ? FSError.posix(EPERM) : FSError.last()
-                }
+                guard Syscall.symlinkat(sealed, p.fd, b) == 0 else { throw FSError.last() }
                 ownership(req, p)?.apply(to: b, in: p.fd)
                 return try lookupBacking(p, b, plain: name)
             }
@@ -359,6 +358,9 @@ extension VaultFileSystem {
     func link(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ newparent: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
         let name = Self.bytes(cname)
         do {
+            // Where the drive has no hard links, or links whose two names do not share one
+            // inode number (sshfs): EPERM, as the kernel's exfat and vfat answer.
+            guard backing.hardLinks else { throw FSError.posix(EPERM) }
             let node = try table.require(ino)
             let p = try table.require(newparent)
             try makingName(name, in: p) { b in
@@ -383,12 +385,24 @@ extension VaultFileSystem {
             let p = try table.require(parent), np = try table.require(newparent)
             let nm = try naming(of: p)
             let ob = try backend.backingName(name, in: nm, dirFD: p.fd)
+            // A drive whose renamed directories lose the files just written in them (rclone's
+            // VFS cache until its upload is done; rclone then leaves the remote directory
+            // under its old name) moves no directory: EXDEV, on which mv and file managers
+            // copy and delete instead, as between two file systems.
+            if !backing.renamedDirectoryKeepsNewFiles {
+                var st = stat()
+                if Syscall.fstatat(p.fd, ob, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mode & S_IFMT == S_IFDIR {
+                    throw FSError.posix(EXDEV)
+                }
+            }
             let nb = try makingName(newname, in: np) { nb in
                 if backingRename(p.fd, ob, np.fd, nb, flags) != 0 {
                     let e = errno
                     // A directory may replace an empty one (rename(2)); the backing target still
-                    // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST.
-                    guard flags == 0, e == ENOTEMPTY || e == EEXIST else { throw FSError.posix(e) }
+                    // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST (sshfs: EPERM, the
+                    // SFTP server's failure having no errno).
+                    guard flags == 0, e == ENOTEMPTY || e == EEXIST || (e == EPERM && bothDirectories(p.fd, ob, np.fd, nb))
+                    else { throw FSError.posix(e) }
                     try replaceEmptyDirectory(p.fd, ob, np.fd, nb)
                 }
                 return nb
@@ -414,7 +428,7 @@ extension VaultFileSystem {
     /// such fallback and is refused with EINVAL, as those file systems refuse it themselves.
     private func backingRename(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8], _ flags: UInt32) -> Int32 {
         if flags == 0 { return Syscall.renameat2(oldDir, ob, newDir, nb, 0) }
-        let caps = BackingCapabilities.of(newDir)
+        let caps = backing
         if flags & UInt32(RENAME_EXCHANGE_VALUE) != 0 && !caps.renameExchange { errno = EINVAL; return -1 }
         if flags == UInt32(RENAME_NOREPLACE_VALUE) && !caps.renameNoReplace {
             return Syscall.withCName(ob) { o in Syscall.withCName(nb) { n in NoReplace.rename(oldDir, o, newDir, n) } }
@@ -426,7 +440,7 @@ extension VaultFileSystem {
     /// two atomically, then remove the old target (now under the source name). If the old
     /// target is not empty after all, swap back and fail as rename(2) does.
     private func replaceEmptyDirectory(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8]) throws {
-        guard BackingCapabilities.of(newDir).renameExchange else {
+        guard backing.renameExchange else {
             return try replaceEmptyDirectoryWithoutExchange(oldDir, ob, newDir, nb)
         }
         guard Syscall.renameat2(oldDir, ob, newDir, nb, UInt32(RENAME_EXCHANGE_VALUE)) == 0 else { throw FSError.last() }
@@ -436,6 +450,12 @@ extension VaultFileSystem {
             _ = Syscall.renameat2(oldDir, ob, newDir, nb, UInt32(RENAME_EXCHANGE_VALUE))
             throw error
         }
+    }
+
+    private func bothDirectories(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8]) -> Bool {
+        var a = stat(), b = stat()
+        return Syscall.fstatat(oldDir, ob, &a, AT_SYMLINK_NOFOLLOW) == 0 && Syscall.fstatat(newDir, nb, &b, AT_SYMLINK_NOFOLLOW) == 0
+            && a.st_mode & S_IFMT == S_IFDIR && b.st_mode & S_IFMT == S_IFDIR
     }
 
     /// The same without RENAME_EXCHANGE: the old target goes aside under a temp name and is

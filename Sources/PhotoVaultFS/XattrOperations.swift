@@ -99,6 +99,9 @@ extension VaultFileSystem {
             if let v = try virtualGet(node, name) {
                 value = v
             } else {
+                // A drive without xattrs (exFAT: EOPNOTSUPP; rclone: EIO) holds none but the
+                // virtual ones.
+                guard backing.xattrs else { throw FSError.posix(ENODATA) }
                 let bname = try backend.sealXattrName(name)
                 value = try backend.openXattrValue(try Self.readXattr(node.fd, bname), name: name)
             }
@@ -124,6 +127,8 @@ extension VaultFileSystem {
                 fuse_reply_err(req, 0)
                 return
             }
+            // What a local file system without xattrs answers (exFAT, vfat).
+            guard backing.xattrs else { throw FSError.posix(EOPNOTSUPP) }
             let bname = try backend.sealXattrName(name)
             let sealed = try backend.sealXattrValue(value, name: name)
             let rc = sealed.withUnsafeBytes { CFuse.setxattr(Syscall.procPath(node.fd), Self.cName(bname), $0.baseAddress, sealed.count, flags) }
@@ -140,7 +145,7 @@ extension VaultFileSystem {
             var names = virtualNames(node).map { Array($0.utf8) }
             var damaged = false
             var listsTrusted: Bool?   // asked once, when the first trusted.* name comes
-            for b in try Self.listXattrs(node.fd) {
+            for b in backing.xattrs ? try Self.listXattrs(node.fd) : [] {
                 if let plain = backend.openXattrName(b) {
                     if plain.starts(with: Self.trustedPrefix) {
                         if listsTrusted == nil { listsTrusted = CallerCapabilities.holds(CallerCapabilities.sysAdmin, req) }
@@ -175,6 +180,7 @@ extension VaultFileSystem {
                 fuse_reply_err(req, 0)
                 return
             }
+            guard backing.xattrs else { throw FSError.posix(ENODATA) }
             let bname = try backend.sealXattrName(name)
             guard CFuse.removexattr(Syscall.procPath(node.fd), Self.cName(bname)) == 0 else { throw FSError.last() }
             fuse_reply_err(req, 0)

@@ -181,7 +181,12 @@ public enum FileIO {
             guard pathFD >= 0 else {
                 let e = errno
                 guard e == ENOENT, creates else { throw StoreError.posix("open \(what())", e) }
-                let fd = openat(dirfd, name, flags | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode)
+                // A file to be opened read-only (a lock file) is made write-only and opened on the
+                // next round: an rclone mount refuses O_RDONLY | O_CREAT with EIO.
+                let readOnly = flags & O_ACCMODE == O_RDONLY
+                let createFlags = readOnly ? (flags & ~O_ACCMODE) | O_WRONLY : flags
+                let fd = openat(dirfd, name, createFlags | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode)
+                if fd >= 0 && readOnly { close(fd); continue }
                 if fd >= 0 { return fd }   // made here: a regular file
                 let made = errno
                 if made == EEXIST { continue }

@@ -13,7 +13,9 @@ import Synchronization
 /// nonsense (no name, content or key of the vault), and removes it again; a crash during it
 /// leaves that directory, which fsck reports as a temp leftover like any other.
 public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible {
-    /// link(2): exFAT says EPERM. Without it a create-if-absent renames (`NoReplace`).
+    /// link(2) giving one inode two names: exFAT says EPERM, an rclone mount EIO, and sshfs
+    /// makes links whose names have inode numbers of their own. Without it a create-if-absent
+    /// renames (`NoReplace`) and the mount refuses `ln` with EPERM.
     public var hardLinks = true
     /// renameat2(RENAME_NOREPLACE) that refuses a taken name: exFAT, NTFS (ntfs-3g), sshfs and
     /// rclone mounts say EINVAL. Without it, a check and rename under the writers' lock.
@@ -21,12 +23,20 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
     /// renameat2(RENAME_EXCHANGE). Without it, a directory moved over an empty one sets the
     /// old one aside first, and a user's exchange is refused with EINVAL (as exFAT does).
     public var renameExchange = true
+    /// A file just written in a directory can still be read once the directory is renamed.
+    /// rclone's VFS cache (1.60, `--vfs-cache-mode writes`) answers EIO until its upload is
+    /// done, so a new vault directory, built under a temp name and renamed, had an unreadable
+    /// `.pvdir` for seconds. Without it a new directory takes its name first (`DirectoryInfo`).
+    public var renamedDirectoryKeepsNewFiles = true
     /// open(O_TMPFILE). PhotoVault does not use it (a temp file always has a `.pvtmp-` name,
     /// so fsck can find and remove a killed writer's), probed for the table only.
     public var tmpFile = true
-    /// user.* extended attributes (the mount's xattrs, sealed): exFAT says EOPNOTSUPP.
+    /// user.* extended attributes (the mount's xattrs, sealed): exFAT says EOPNOTSUPP, an
+    /// rclone mount EIO; the mount then keeps only its virtual ones and refuses others with
+    /// EOPNOTSUPP.
     public var xattrs = true
-    /// symlink(2) (the mount's symlinks, targets sealed): exFAT says ENOSYS (shown as EPERM).
+    /// symlink(2) (the mount's symlinks, targets sealed): exFAT says ENOSYS, an rclone mount
+    /// EIO; the mount then refuses `ln -s` with EPERM.
     public var symlinks = true
     /// flock(2) (tree, account and mount locks). Without it a store is refused at mount and
     /// for every change: the locks are what keeps two writers apart.
@@ -47,7 +57,7 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
         func yn(_ b: Bool) -> String { b ? "yes" : "no" }
         return "hard links \(yn(hardLinks)), rename noreplace \(yn(renameNoReplace)), exchange \(yn(renameExchange)), "
             + "O_TMPFILE \(yn(tmpFile)), xattrs \(yn(xattrs)), symlinks \(yn(symlinks)), flock \(yn(fileLocks)), "
-            + "directory fsync \(yn(directoryFsync)), mtime step \(mtimeResolutionNs) ns, "
+            + "directory fsync \(yn(directoryFsync)), renamed directory keeps new files \(yn(renamedDirectoryKeepsNewFiles)), mtime step \(mtimeResolutionNs) ns, "
             + "case-insensitive \(yn(caseInsensitive)), names up to \(nameMax) bytes"
     }
 
@@ -55,7 +65,7 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
     public var missing: [String] {
         [(hardLinks, "hard links"), (renameNoReplace, "renameat2 RENAME_NOREPLACE"), (renameExchange, "RENAME_EXCHANGE"),
          (xattrs, "extended attributes"), (symlinks, "symlinks"), (fileLocks, "flock"),
-         (directoryFsync, "directory fsync"), (!caseInsensitive, "case-sensitive names")].filter { !$0.0 }.map { $0.1 }
+         (directoryFsync, "directory fsync"), (renamedDirectoryKeepsNewFiles, "files kept across a directory rename"), (!caseInsensitive, "case-sensitive names")].filter { !$0.0 }.map { $0.1 }
     }
 
     // MARK: - Probing
@@ -69,15 +79,32 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
     /// The capabilities of the file system holding directory `dirfd`, probed there the first
     /// time this process asks about that device. A directory where nothing can be made (a
     /// read-only store, an export destination without write permission) answers with every
-    /// capability: whatever is then tried fails with its own error.
+    /// capability, not kept: whatever is then tried fails with its own error.
     public static func of(_ dirfd: Int32) -> BackingCapabilities {
         var st = stat()
         guard fstat(dirfd, &st) == 0 else { return BackingCapabilities() }
         let dev = UInt64(st.st_dev)
         if let known = cache.withLock({ $0[dev] }) { return known }
-        let found = (try? probe(dirfd)) ?? BackingCapabilities()
+        guard st.st_mode & S_IFMT == S_IFDIR, let found = try? probe(dirfd) else { return BackingCapabilities() }
         cache.withLock { $0[dev] = found }
         return found
+    }
+
+    /// What an earlier probe found for the device holding `fd` (a file or a directory), with
+    /// no probe now: every capability when that device was not probed.
+    public static func known(_ fd: Int32) -> BackingCapabilities {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return BackingCapabilities() }
+        return cache.withLock { $0[UInt64(st.st_dev)] } ?? BackingCapabilities()
+    }
+
+    /// `of` for a directory by path (the offline commands probe the store's directory first).
+    @discardableResult
+    public static func of(path: String) -> BackingCapabilities {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return BackingCapabilities() }
+        defer { close(fd) }
+        return of(fd)
     }
 
     /// Probes now, even if this device was probed before, and keeps the answer (init, mount).
@@ -101,8 +128,11 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
 
     static func forget() { cache.withLock { $0.removeAll() } }
 
+    static let probePrefix = AtomicFile.tempPrefix + "probe-"
+
     private static func probe(_ parent: Int32) throws -> BackingCapabilities {
-        let dirName = AtomicFile.tempPrefix + "probe-" + Base64Hex.random(6)
+        removeStaleProbes(parent)
+        let dirName = probePrefix + Base64Hex.random(6)
         guard mkdirat(parent, dirName, 0o700) == 0 else { throw StoreError.posix("mkdir \(dirName)") }
         let d = openat(parent, dirName, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard d >= 0 else {
@@ -137,7 +167,11 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
         }
         guard make(tA), make(tB) else { throw StoreError.posix("create a probe file") }
 
-        c.hardLinks = linkat(d, tA, d, tL, 0) == 0 && exists(tL)
+        // Both names must be one inode: sshfs makes the link on the server but numbers each
+        // name's inode apart, so the mount and fsck would take them for two files.
+        var sa = stat(), sl = stat()
+        c.hardLinks = linkat(d, tA, d, tL, 0) == 0 && fstatat(d, tA, &sa, AT_SYMLINK_NOFOLLOW) == 0
+            && fstatat(d, tL, &sl, AT_SYMLINK_NOFOLLOW) == 0 && sa.st_ino == sl.st_ino && sl.st_nlink >= 2
         // NOREPLACE must both move to a free name and refuse a taken one: a file system that
         // took the flag and replaced anyway would be worse than one that refuses it.
         if pv_renameat2(d, tA, d, tN, UInt32(PV_RENAME_NOREPLACE)) == 0 {
@@ -162,11 +196,54 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
         }
         c.symlinks = symlinkat(tA, d, tS) == 0
         c.directoryFsync = fsync(d) == 0
+        c.renamedDirectoryKeepsNewFiles = renamedDirectoryKeepsNewFile(d, t("d1"), t("d2"), t("f"))
         c.caseInsensitive = make(t("pvCase")) && exists(t("PVCASE"))
         var vfs = statvfs()
         if fstatvfs(d, &vfs) == 0, vfs.f_namemax > 0 { c.nameMax = Int(vfs.f_namemax) }
         override?(&c)
         return c
+    }
+
+    /// Removes what earlier probes could not: on an rclone mount the file written for the
+    /// directory-rename probe cannot be removed until its upload is done. Only probe
+    /// directories a minute old (a probe takes milliseconds), holding only probe files.
+    private static func removeStaleProbes(_ parent: Int32) {
+        guard let entries = try? OfflineSys.list(parent) else { return }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        for e in entries where e.name.hasPrefix(probePrefix) {
+            guard let st = try? OfflineSys.lstat(parent, e.cName), OfflineSys.isDirectory(st),
+                  Int(now.tv_sec) - Int(st.st_mtim.tv_sec) > 60 else { continue }
+            func clear(_ dfd: Int32, _ name: [CChar], depth: Int) {
+                let fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                guard fd >= 0 else { return }
+                for i in (try? OfflineSys.list(fd)) ?? [] where i.name.hasPrefix(AtomicFile.tempPrefix) {
+                    if unlinkat(fd, i.cName, 0) != 0 && depth < 2 { clear(fd, i.cName, depth: depth + 1) }
+                }
+                close(fd)
+                unlinkat(dfd, name, AT_REMOVEDIR)
+            }
+            clear(parent, e.cName, depth: 0)
+        }
+    }
+
+    /// Writes a file in a new directory, renames the directory and reads the file back.
+    private static func renamedDirectoryKeepsNewFile(_ d: Int32, _ d1: String, _ d2: String, _ f: String) -> Bool {
+        guard mkdirat(d, d1, 0o700) == 0 else { return true }
+        defer {
+            _ = unlinkat(d, d1 + "/" + f, 0); _ = unlinkat(d, d1, AT_REMOVEDIR)
+            _ = unlinkat(d, d2 + "/" + f, 0); _ = unlinkat(d, d2, AT_REMOVEDIR)
+        }
+        let w = openat(d, d1 + "/" + f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard w >= 0 else { return true }
+        let wrote = write(w, "pv", 2) == 2
+        close(w)
+        guard wrote, renameat(d, d1, d, d2) == 0 else { return true }
+        let r = openat(d, d2 + "/" + f, O_RDONLY | O_CLOEXEC)
+        guard r >= 0 else { return false }
+        defer { close(r) }
+        var buf = [UInt8](repeating: 0, count: 2)
+        return read(r, &buf, 2) == 2 && buf == [0x70, 0x76]
     }
 
     /// Sets an mtime with every digit of its nanoseconds in use and reads back what was kept.

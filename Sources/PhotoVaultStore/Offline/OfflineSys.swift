@@ -165,7 +165,9 @@ public enum OfflineXattr {
     public static func names(_ fd: Int32) throws -> [[UInt8]] {
         while true {
             let n = flist(fd, nil, 0)
-            if n < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP) { return [] }
+            // rclone's mount answers EIO, which the probe of the store told apart (the offline
+            // commands probe first: BackingCapabilities).
+            if n < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP || !BackingCapabilities.known(fd).xattrs) { return [] }
             guard n >= 0 else { throw StoreError.posix("listxattr") }
             if n == 0 { return [] }
             var buf = [CChar](repeating: 0, count: n)
