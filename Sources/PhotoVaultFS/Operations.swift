@@ -330,6 +330,9 @@ extension VaultFileSystem {
     func symlink(_ req: fuse_req_t?, _ link: UnsafePointer<CChar>?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
         let name = Self.bytes(cname)
         do {
+            // A drive without symlinks (exFAT: ENOSYS; an rclone mount: EIO) refuses them as
+            // the kernel's exfat and vfat do.
+            guard backing.symlinks else { throw FSError.posix(EPERM) }
             let p = try table.require(parent)
             let sealed = try backend.sealLinkTarget(Self.bytes(link), rootFD: table.rootFD)
             var made = false
@@ -364,6 +367,9 @@ extension VaultFileSystem {
     func link(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ newparent: fuse_ino_t, _ cname: UnsafePointer<CChar>?) {
         let name = Self.bytes(cname)
         do {
+            // Where the drive has no hard links, or links whose two names do not share one
+            // inode number (sshfs): EPERM, as the kernel's exfat and vfat answer.
+            guard backing.hardLinks else { throw FSError.posix(EPERM) }
             let node = try table.require(ino)
             let p = try table.require(newparent)
             let fd = try node.fd, pfd = try p.fd
@@ -390,17 +396,29 @@ extension VaultFileSystem {
             let nm = try naming(of: p)
             let pfd = try p.fd, npfd = try np.fd
             let ob = try backend.backingName(name, in: nm, dirFD: pfd)
+            // A drive whose renamed directories lose the files just written in them (rclone's
+            // VFS cache until its upload is done; rclone then leaves the remote directory
+            // under its old name) moves no directory: EXDEV, on which mv and file managers
+            // copy and delete instead, as between two file systems.
+            if !backing.renamedDirectoryKeepsNewFiles {
+                var st = stat()
+                if Syscall.fstatat(pfd, ob, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mode & S_IFMT == S_IFDIR {
+                    throw FSError.posix(EXDEV)
+                }
+            }
             var replaced: HeldSymlink? = nil
             let nb = try makingName(newname, in: np) { nb in
                 // A symlink renamed over loses a link: its companion may have to go.
                 if flags == 0 && !(p === np && ob == nb) { replaced = holdSymlinkWithCompanion(npfd, nb) }
-                if Syscall.renameat2(pfd, ob, npfd, nb, flags) != 0 {
+                if backingRename(pfd, ob, npfd, nb, flags) != 0 {
                     let e = errno
                     releaseHeldSymlink(replaced)
                     replaced = nil
                     // A directory may replace an empty one (rename(2)); the backing target still
-                    // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST.
-                    guard flags == 0, e == ENOTEMPTY || e == EEXIST else { throw FSError.posix(e) }
+                    // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST (sshfs: EPERM, the
+                    // SFTP server's failure having no errno).
+                    guard flags == 0, e == ENOTEMPTY || e == EEXIST || (e == EPERM && bothDirectories(pfd, ob, npfd, nb))
+                    else { throw FSError.posix(e) }
                     try replaceEmptyDirectory(pfd, ob, npfd, nb)
                 }
                 return nb
@@ -420,10 +438,28 @@ extension VaultFileSystem {
         }
     }
 
+    /// rename(2) of backing entries with the caller's flags, on a file system that may not
+    /// take them (`BackingCapabilities`: exFAT, NTFS, sshfs refuse both with EINVAL).
+    /// NOREPLACE then checks and renames (`NoReplace`: the kernel holds both directories'
+    /// locks across this request, and the daemon is the tree's only writer); EXCHANGE has no
+    /// such fallback and is refused with EINVAL, as those file systems refuse it themselves.
+    private func backingRename(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8], _ flags: UInt32) -> Int32 {
+        if flags == 0 { return Syscall.renameat2(oldDir, ob, newDir, nb, 0) }
+        let caps = backing
+        if flags & UInt32(RENAME_EXCHANGE_VALUE) != 0 && !caps.renameExchange { errno = EINVAL; return -1 }
+        if flags == UInt32(RENAME_NOREPLACE_VALUE) && !caps.renameNoReplace {
+            return Syscall.withCName(ob) { o in Syscall.withCName(nb) { n in NoReplace.rename(oldDir, o, newDir, n) } }
+        }
+        return Syscall.renameat2(oldDir, ob, newDir, nb, flags)
+    }
+
     /// Moves directory `ob` over directory `nb`, which is empty in the plaintext view: swap the
     /// two atomically, then remove the old target (now under the source name). If the old
     /// target is not empty after all, swap back and fail as rename(2) does.
     private func replaceEmptyDirectory(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8]) throws {
+        guard backing.renameExchange else {
+            return try replaceEmptyDirectoryWithoutExchange(oldDir, ob, newDir, nb)
+        }
         guard Syscall.renameat2(oldDir, ob, newDir, nb, UInt32(RENAME_EXCHANGE_VALUE)) == 0 else { throw FSError.last() }
         do {
             try backend.removeDirectory(named: ob, in: oldDir)
@@ -431,6 +467,29 @@ extension VaultFileSystem {
             _ = Syscall.renameat2(oldDir, ob, newDir, nb, UInt32(RENAME_EXCHANGE_VALUE))
             throw error
         }
+    }
+
+    private func bothDirectories(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8]) -> Bool {
+        var a = stat(), b = stat()
+        return Syscall.fstatat(oldDir, ob, &a, AT_SYMLINK_NOFOLLOW) == 0 && Syscall.fstatat(newDir, nb, &b, AT_SYMLINK_NOFOLLOW) == 0
+            && a.st_mode & S_IFMT == S_IFDIR && b.st_mode & S_IFMT == S_IFDIR
+    }
+
+    /// The same without RENAME_EXCHANGE: the old target goes aside under a temp name and is
+    /// removed (put back if it is not empty after all), then the source takes its name. A
+    /// crash in between leaves the source under its old name and at most a `.pvtmp-`
+    /// directory holding only a `.pvdir` (fsck removes it); the target was empty, so
+    /// nothing is lost.
+    private func replaceEmptyDirectoryWithoutExchange(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8]) throws {
+        let aside = Array((AtomicFile.tempPrefix + Base64Hex.random(8)).utf8)
+        guard Syscall.renameat2(newDir, nb, newDir, aside, 0) == 0 else { throw FSError.last() }
+        do {
+            try backend.removeDirectory(named: aside, in: newDir)
+        } catch {
+            _ = Syscall.renameat2(newDir, aside, newDir, nb, 0)
+            throw error
+        }
+        guard Syscall.renameat2(oldDir, ob, newDir, nb, 0) == 0 else { throw FSError.last() }
     }
 
     func mknod(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ cname: UnsafePointer<CChar>?, _ mode: mode_t, _ rdev: dev_t) {

@@ -13,6 +13,9 @@ public final class VaultFileSystem: @unchecked Sendable {
     let options: MountOptions
     let backend: TreeBackend
     let table: InodeTable
+    /// What the file system under the tree can do (probed once: the daemon probes before it
+    /// builds this): what it cannot hold is refused as a local file system of that kind does.
+    let backing: BackingCapabilities
     let log: @Sendable (String) -> Void
     let timeout: Double
     /// Write-only opens get `FOPEN_DIRECT_IO` (`MountOptions.directWrites`): asked for, no
@@ -58,6 +61,7 @@ public final class VaultFileSystem: @unchecked Sendable {
         writeOnlyBypassesCache = options.directWrites && !options.writebackCache
             && KernelRelease.directWritesKeepCachesCoherent
         entriesBelongToCallers = options.allowOther && geteuid() == 0
+        backing = BackingCapabilities.of(fd)
         // First: the descriptor cache sizes itself by the limit.
         VaultFileSystem.raiseFileLimit()
         table = InodeTable(rootFD: fd, rootStat: st)

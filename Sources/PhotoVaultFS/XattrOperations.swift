@@ -103,6 +103,9 @@ extension VaultFileSystem {
             if let v = try virtualGet(node, name) {
                 value = v
             } else {
+                // A drive without xattrs (exFAT: EOPNOTSUPP; rclone: EIO) holds none but the
+                // virtual ones.
+                guard backing.xattrs else { throw FSError.posix(ENODATA) }
                 let bname = try backend.sealXattrName(name)
                 value = try backend.openXattrValue(try Self.readXattr(try node.fd, bname), name: name)
             }
@@ -128,6 +131,8 @@ extension VaultFileSystem {
                 fuse_reply_err(req, 0)
                 return
             }
+            // What a local file system without xattrs answers (exFAT, vfat).
+            guard backing.xattrs else { throw FSError.posix(EOPNOTSUPP) }
             let bname = try backend.sealXattrName(name)
             let sealed = try backend.sealXattrValue(value, name: name)
             let proc = Syscall.procPath(try node.fd)
@@ -146,7 +151,7 @@ extension VaultFileSystem {
             var names: [[UInt8]] = []
             var damaged = false
             var listsTrusted: Bool?   // asked once, when the first trusted.* name comes
-            for b in try Self.listXattrs(try node.fd) {
+            for b in backing.xattrs ? try Self.listXattrs(try node.fd) : [] {
                 if let plain = backend.openXattrName(b) {
                     if plain.starts(with: Self.trustedPrefix) {
                         if listsTrusted == nil { listsTrusted = CallerCapabilities.holds(CallerCapabilities.sysAdmin, req) }
@@ -181,6 +186,7 @@ extension VaultFileSystem {
                 fuse_reply_err(req, 0)
                 return
             }
+            guard backing.xattrs else { throw FSError.posix(ENODATA) }
             let bname = try backend.sealXattrName(name)
             guard CFuse.removexattr(Syscall.procPath(try node.fd), Self.cName(bname)) == 0 else { throw FSError.last() }
             fuse_reply_err(req, 0)

@@ -45,10 +45,11 @@ public enum AtomicFile {
             guard renameat(dirfd, tmp, dirfd, name) == 0 else { throw StoreError.posix("rename \(name)") }
             renamed = true
         } else {
-            // link() fails if the target exists: an atomic create-if-absent.
-            guard linkat(dirfd, tmp, dirfd, name, 0) == 0 else {
+            // link() fails if the target exists: an atomic create-if-absent. Where the file
+            // system has no hard links (exFAT), a rename that refuses a taken name (NoReplace).
+            guard NoReplace.createIfAbsent(tmp: tmp, name: name, in: dirfd) == 0 else {
                 if errno == EEXIST { throw StoreError.exists(name) }
-                throw StoreError.posix("link \(name)")
+                throw StoreError.posix("create \(name)")
             }
         }
     }
@@ -180,7 +181,12 @@ public enum FileIO {
             guard pathFD >= 0 else {
                 let e = errno
                 guard e == ENOENT, creates else { throw StoreError.posix("open \(what())", e) }
-                let fd = openat(dirfd, name, flags | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode)
+                // A file to be opened read-only (a lock file) is made write-only and opened on the
+                // next round: an rclone mount refuses O_RDONLY | O_CREAT with EIO.
+                let readOnly = flags & O_ACCMODE == O_RDONLY
+                let createFlags = readOnly ? (flags & ~O_ACCMODE) | O_WRONLY : flags
+                let fd = openat(dirfd, name, createFlags | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode)
+                if fd >= 0 && readOnly { close(fd); continue }
                 if fd >= 0 { return fd }   // made here: a regular file
                 let made = errno
                 if made == EEXIST { continue }

@@ -80,6 +80,10 @@ public struct DirectoryInfo: Sendable, Equatable {
         let tmp = AtomicFile.tempPrefix + Base64Hex.random(8)
         guard mkdirat(parentfd, tmp, mode | 0o300) == 0 else { throw StoreError.posix("mkdir") }
         let info = DirectoryInfo(defaultClass: defaultClass)
+        guard BackingCapabilities.of(parentfd).renamedDirectoryKeepsNewFiles else {
+            try nameFirst(info, tmp: tmp, in: parentfd, entry: entry, mode: mode, keyring: keyring, marker: marker)
+            return info
+        }
         do {
             let dfd = openat(parentfd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard dfd >= 0 else { throw StoreError.posix("open new directory") }
@@ -92,7 +96,9 @@ public struct DirectoryInfo: Sendable, Equatable {
                 let inherited = fstat(dfd, &st) == 0 ? st.st_mode & S_ISGID : 0
                 _ = fchmod(dfd, mode | inherited)
             }
-            guard pv_renameat2(parentfd, tmp, parentfd, entry, UInt32(PV_RENAME_NOREPLACE)) == 0 else {
+            // RENAME_NOREPLACE, or its fallback where the file system refuses the flag with
+            // EINVAL (exFAT, NTFS, sshfs: every mkdir through the mount used to fail so).
+            guard NoReplace.rename(parentfd, tmp, parentfd, entry) == 0 else {
                 throw errno == EEXIST ? StoreError.exists(entry) : StoreError.posix("rename new directory")
             }
         } catch {
@@ -101,5 +107,34 @@ public struct DirectoryInfo: Sendable, Equatable {
             throw error
         }
         return info
+    }
+
+    /// `makeDirectory` where a directory renamed right after a file was written in it loses
+    /// that file for a while (rclone's VFS cache): the empty directory takes its name first,
+    /// then gets its `.pvdir`. A crash in between leaves an empty directory without one,
+    /// which the mount cannot open (EIO) and fsck reports; nothing in it is lost.
+    private static func nameFirst(_ info: DirectoryInfo, tmp: String, in parentfd: Int32, entry: String, mode: mode_t,
+                                  keyring: UserKeyring, marker: String?) throws {
+        guard NoReplace.rename(parentfd, tmp, parentfd, entry) == 0 else {
+            let e = errno
+            unlinkat(parentfd, tmp, AT_REMOVEDIR)
+            throw e == EEXIST ? StoreError.exists(entry) : StoreError.posix("rename new directory", e)
+        }
+        do {
+            let dfd = openat(parentfd, entry, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard dfd >= 0 else { throw StoreError.posix("open new directory") }
+            defer { close(dfd) }
+            try info.write(dirfd: dfd, keyring: keyring)
+            if let m = marker { PendingDirectory.mark(dfd, m) }
+            if mode & 0o300 != 0o300 {
+                var st = stat()
+                let inherited = fstat(dfd, &st) == 0 ? st.st_mode & S_ISGID : 0
+                _ = fchmod(dfd, mode | inherited)
+            }
+        } catch {
+            unlinkat(parentfd, StorePath.join(entry, fileName), 0)
+            unlinkat(parentfd, entry, AT_REMOVEDIR)
+            throw error
+        }
     }
 }

@@ -126,13 +126,16 @@ public struct StoreLayout: Sendable {
         for d in [accountsDir, usersDir] {
             if mkdir(d, 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(d)") }
         }
-        // Created with link(2), never renamed over: of two inits at once (two `init`, or
+        // Created with link(2) (or NoReplace's locked rename), never renamed over: of two inits at once (two `init`, or
         // `init` and a first mount's offer) only one makes the store. Both used to pass the
         // check above, and the later rename replaced the config (store ID, account-name salt)
         // that the first one's accounts were already made with.
         let dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dfd >= 0 else { throw StoreError.posix("open \(root)") }
         defer { close(dfd) }
+        // What the drive can do (hard links? exFAT has none), tried here once: the config's
+        // create-if-absent below and every later change go by it (BackingCapabilities).
+        try BackingCapabilities.probeAgain(dfd)
         do { try AtomicFile.place(config.encoded(), in: dfd, name: StoreConfig.fileName, mode: 0o600, replacing: false) }
         catch StoreError.exists { throw StoreError.storeExists(path: root) }
         // A config whose directory cannot be synced may vanish in a crash, and with it the

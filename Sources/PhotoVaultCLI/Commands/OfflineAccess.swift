@@ -66,6 +66,9 @@ enum OfflineAccess {
     static func open(_ args: ParsedArguments) throws -> Vault {
         let layout = StoreLayout(root: args.storePath)
         let config = try layout.loadConfig()
+        // What the drive under the store can do, before anything is read or written there:
+        // the fallbacks (NoReplace, a drive without xattrs) go by it (docs/STORAGE.md).
+        BackingCapabilities.of(path: args.storePath)
         let user = try args.userName()
         // 'no such account' before the password is asked for (or a passfile read, an
         // --extpass command run): it used to come only after the password was typed.

@@ -109,6 +109,13 @@ enum MountDaemon {
             // A root whose `.pvdir` is damaged or of an unknown version used to mount (exit
             // 0, "Mounted") and then answer every listing with EIO; import and export say why.
             try tree.checkRoot()
+            // What the drive under the store can do, tried now rather than at the first mkdir
+            // (BackingCapabilities), in the store's directory rather than the tree (where a
+            // probe that rclone keeps from removing its files would be fsck's to report);
+            // a read-only one is tried again when a change needs it.
+            if let caps = try? BackingCapabilities.probeAgain(path: settings.store), !caps.missing.isEmpty {
+                log("the store's file system has no \(caps.missing.joined(separator: ", ")): see docs/STORAGE.md")
+            }
         } catch {
             keyring.wipeAll()
             return fail(reporter, error)

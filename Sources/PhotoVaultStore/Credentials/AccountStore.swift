@@ -309,6 +309,11 @@ public struct AccountStore {
                                      afterCrash: deletePhotos ? "it may be back (its photos were kept for that reason)" : "it may be back")
                 }
                 if deletePhotos {
+                    // `.pvmount` is closed before it is removed: a FUSE file system (exFAT, NTFS,
+                    // sshfs through libfuse's high-level API) keeps a removed file that is still
+                    // open as `.fuse_hiddenN` in its directory, so the tree's root stayed, not
+                    // empty. No mount can start any more: the record naming the tree is gone.
+                    mountLock?.release()
                     // The account is gone whatever happens here: a failure must say so, not look
                     // like a removal that did not happen ('no such account' on the retry).
                     do { try TreeRemoval.removeRecursively(layout.userTree(treeID)) } catch let StoreError.io(e, context) {

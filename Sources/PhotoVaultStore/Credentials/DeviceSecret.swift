@@ -87,9 +87,11 @@ public enum DeviceSecret {
             guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
             close(fd)
         } catch { close(fd); secret.wipe(); throw error }
-        if linkat(dfd, tmp, dfd, name, 0) != 0 {
+        // link(2), or where there are no hard links (the secret on an exFAT drive) a rename
+        // that refuses a taken name (NoReplace).
+        if NoReplace.createIfAbsent(tmp: tmp, name: name, in: dfd) != 0 {
             secret.wipe()
-            guard errno == EEXIST else { throw StoreError.posix("link \(path)") }
+            guard errno == EEXIST else { throw StoreError.posix("create \(path)") }
             // Another process created it first: use theirs.
             guard let theirs = try load(at: path) else { throw StoreError.posix("open device secret \(path)", ENOENT) }
             return theirs

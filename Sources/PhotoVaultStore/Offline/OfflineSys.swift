@@ -99,10 +99,10 @@ public enum OfflineSys {
     static func temporaryName() -> String { AtomicFile.tempPrefix + Base64Hex.random(8) }
 
     /// Renames inside or across directories; `replace: false` fails with `.exists` if the
-    /// target is taken (renameat2 RENAME_NOREPLACE, atomic).
+    /// target is taken (renameat2 RENAME_NOREPLACE, atomic; or `NoReplace`'s fallback where
+    /// the file system has no such flag: the offline writer holds the tree's exclusive lock).
     public static func rename(_ fromDir: Int32, _ from: [CChar], _ toDir: Int32, _ to: [CChar], replace: Bool, display: String) throws {
-        let rc = replace ? renameat(fromDir, from, toDir, to)
-                         : pv_renameat2(fromDir, from, toDir, to, UInt32(PV_RENAME_NOREPLACE))
+        let rc = replace ? renameat(fromDir, from, toDir, to) : NoReplace.rename(fromDir, from, toDir, to)
         guard rc == 0 else {
             if errno == EEXIST || errno == ENOTEMPTY { throw StoreError.exists(display) }
             throw StoreError.posix("rename \(display)")
@@ -161,7 +161,9 @@ public enum OfflineXattr {
     public static func names(_ fd: Int32) throws -> [[UInt8]] {
         while true {
             let n = flist(fd, nil, 0)
-            if n < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP) { return [] }
+            // rclone's mount answers EIO, which the probe of the store told apart (the offline
+            // commands probe first: BackingCapabilities).
+            if n < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP || !BackingCapabilities.known(fd).xattrs) { return [] }
             guard n >= 0 else { throw StoreError.posix("listxattr") }
             if n == 0 { return [] }
             var buf = [CChar](repeating: 0, count: n)
