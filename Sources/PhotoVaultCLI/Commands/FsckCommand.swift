@@ -31,11 +31,22 @@ enum FsckCommand {
         for a in summary.actions { print("repair: \(a)") }
         let specials = summary.specialFiles == 0 ? "" : "\(summary.specialFiles) special files, "
         print("checked \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks, "
-              + specials + "\(summary.chunksChecked) chunks: \(summary.problems.count) problem\(summary.problems.count == 1 ? "" : "s")")
+              + specials + "\(summary.chunksChecked) chunks: \(summary.damageCount) problem\(summary.damageCount == 1 ? "" : "s")"
+              + syncNotes(summary))
         if summary.leftInPlace > 0 {
-            throw CLIError.fsckRepairIncomplete(problems: summary.problems.count, leftInPlace: summary.leftInPlace)
+            throw CLIError.fsckRepairIncomplete(problems: summary.damageCount, leftInPlace: summary.leftInPlace)
         }
-        if !summary.isClean { throw CLIError.fsckFoundDamage(problems: summary.problems.count) }
+        if !summary.isClean { throw CLIError.fsckFoundDamage(problems: summary.damageCount) }
         return 0
+    }
+
+    /// `, 2 sync conflicts, 1 sync engine file`: reported, not damage (docs/SYNC.md).
+    static func syncNotes(_ summary: FsckSummary) -> String {
+        let conflicts = summary.problems.filter { $0.kind == .syncConflict }.count
+        let debris = summary.problems.filter { $0.kind == .syncDebris }.count
+        var out = ""
+        if conflicts > 0 { out += ", \(conflicts) sync conflict\(conflicts == 1 ? "" : "s") (docs/SYNC.md says how to settle them)" }
+        if debris > 0 { out += ", \(debris) sync engine file\(debris == 1 ? "" : "s") left alone" }
+        return out
     }
 }
