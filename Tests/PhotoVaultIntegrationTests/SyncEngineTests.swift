@@ -170,6 +170,69 @@ final class SyncEngineTests: XCTestCase {
         assertCleanFsckOnB(d)
     }
 
+    // MARK: account records
+
+    /// A password file of its own.
+    func passfile(_ d: Devices, _ name: String, _ password: String) -> String {
+        let p = d.sb.root + "/" + name
+        write(p, password)
+        chmod(p, 0o600)
+        return p
+    }
+
+    /// `pv` with the account's password from `pass` on `store`.
+    func withPassword(_ d: Devices, _ store: String, _ pass: String, _ args: [String]) -> Harness.Result {
+        d.sb.pv(args + ["--store", store, "--user", "alice", "--passfile", pass])
+    }
+
+    /// A password changed on both devices: both versions of the record are kept, each
+    /// password opens the vault on each device, `user list` and `fsck` say so, and a
+    /// `passwd` with either settles it everywhere. `stores`: A's and B's.
+    func assertPasswordConflictHandled(_ d: Devices, passA: String, passB: String, settle: () -> Void,
+                                       file: StaticString = #filePath, line: UInt = #line) {
+        for store in [d.sb.store, d.storeB] {
+            let list = d.sb.pv(["user", "list", "--store", store])
+            XCTAssertEqual(list.status, 0, list.stderr, file: file, line: line)
+            XCTAssertTrue(list.stdout.contains("1 account (") && list.stdout.contains("1 account's record is in conflict"),
+                          "user list: \(list.stdout)", file: file, line: line)
+            for pass in [passA, passB] {
+                let f = withPassword(d, store, pass, ["fsck"])
+                XCTAssertEqual(f.status, 0, "fsck: \(f.stdout)\(f.stderr)", file: file, line: line)
+                XCTAssertTrue(f.stdout.contains("account record: syncConflict"), f.stdout, file: file, line: line)
+                let out = d.sb.root + "/out-\(UUID().uuidString.prefix(6))"
+                XCTAssertEqual(withPassword(d, store, pass, ["export", "/", out]).status, 0, file: file, line: line)
+                XCTAssertEqual(read(out + "/keep.jpg"), "kept through it all", file: file, line: line)
+            }
+            XCTAssertEqual(withPassword(d, store, d.sb.passfile, ["fsck"]).status, 5, "the old password opens nothing", file: file, line: line)
+        }
+        settle()
+        let passC = passfile(d, "passC", "settled password three")
+        for store in [d.sb.store, d.storeB] {
+            XCTAssertFalse(d.sb.pv(["user", "list", "--store", store]).stdout.contains("conflict"), file: file, line: line)
+            XCTAssertEqual(withPassword(d, store, passC, ["fsck"]).status, 0, file: file, line: line)
+            XCTAssertEqual(withPassword(d, store, passA, ["fsck"]).status, 5, file: file, line: line)
+        }
+    }
+
+    func testSyncthingPasswordChangedOnBothDevicesLocksNobodyOut() throws {
+        let d = try syncthingDevices()
+        write(d.mountA + "/keep.jpg", "kept through it all")
+        d.sync()
+        let passA = passfile(d, "passA", "new password of device A")
+        let passB = passfile(d, "passB", "new password of device B")
+        XCTAssertEqual(d.sb.pv(["user", "passwd", "alice", "--store", d.sb.store, "--passfile", d.sb.passfile, "--new-passfile", passA]).status, 0)
+        sleep(1)
+        XCTAssertEqual(d.sb.pv(["user", "passwd", "alice", "--store", d.storeB, "--passfile", d.sb.passfile, "--new-passfile", passB]).status, 0)
+        d.sync()
+        assertPasswordConflictHandled(d, passA: passA, passB: passB) {
+            let passC = passfile(d, "passC", "settled password three")
+            XCTAssertEqual(d.sb.pv(["user", "passwd", "alice", "--store", d.storeB, "--passfile", passA, "--new-passfile", passC]).status, 0)
+            d.sync()
+        }
+        // A's mount lived through all of it.
+        XCTAssertEqual(read(d.mountA + "/keep.jpg"), "kept through it all")
+    }
+
     // MARK: rclone bisync
 
     func testRcloneBisyncConflictsShowBothVersionsAndTheSameFolderKeepsEveryPhoto() throws {
@@ -202,5 +265,33 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(read(d.mountA + "/trip/from-B.jpg"), "B")
         XCTAssertEqual(rc.run().status, 0)
         assertCleanFsckOnB(d)
+    }
+
+    func testRcloneBisyncPasswordChangedOnBothDevicesLocksNobodyOut() throws {
+        let sb = Sandbox("pv-rclone")
+        sb.initStore()
+        let storeB = sb.root + "/storeB"
+        try FileManager.default.createDirectory(atPath: storeB, withIntermediateDirectories: true)
+        let rc = RcloneBisync(root: sb.root, path1: sb.store, path2: storeB)
+        XCTAssertEqual(rc.run(resync: true).status, 0)
+        let d = Devices(sb: sb, storeB: storeB, mountA: sb.mount(), pair: nil)
+        write(d.mountA + "/keep.jpg", "kept through it all")
+        XCTAssertEqual(rc.run().status, 0)
+        let passA = passfile(d, "passA", "new password of device A")
+        let passB = passfile(d, "passB", "new password of device B")
+        XCTAssertEqual(sb.pv(["user", "passwd", "alice", "--store", sb.store, "--passfile", sb.passfile, "--new-passfile", passA]).status, 0)
+        XCTAssertEqual(sb.pv(["user", "passwd", "alice", "--store", storeB, "--passfile", sb.passfile, "--new-passfile", passB]).status, 0)
+        let r = rc.run()
+        XCTAssertEqual(r.status, 0, r.stderr)
+        // rclone keeps neither under the record's own name: both become copies.
+        let records = list(sb.store + "/accounts").filter { $0.contains(".rec") }
+        XCTAssertEqual(records.count, 2, "\(records)")
+        XCTAssertTrue(records.allSatisfy { $0.hasSuffix("..path1") || $0.hasSuffix("..path2") }, "\(records)")
+        assertPasswordConflictHandled(d, passA: passA, passB: passB) {
+            let passC = passfile(d, "passC", "settled password three")
+            XCTAssertEqual(sb.pv(["user", "passwd", "alice", "--store", storeB, "--passfile", passB, "--new-passfile", passC]).status, 0)
+            XCTAssertEqual(rc.run().status, 0)
+        }
+        XCTAssertEqual(read(d.mountA + "/keep.jpg"), "kept through it all")
     }
 }

@@ -28,6 +28,10 @@ enum FsckCommand {
             print("/\(Fsck.lostAndFoundName) cannot take entries (not a directory, or a damaged one): /\(summary.lostAndFound) holds what repair moves")
         }
         for p in summary.problems { print(p.description) }
+        // The account's record is outside the tree, but a conflict there is the same story.
+        if (try? AccountStore(layout: StoreLayout(root: args.storePath)).recordIsInConflict(user: vault.user)) == true {
+            print("account record: syncConflict: " + UserCommands.conflictLine(1))
+        }
         for a in summary.actions { print("repair: \(a)") }
         let specials = summary.specialFiles == 0 ? "" : "\(summary.specialFiles) special files, "
         print("checked \(summary.files) files, \(summary.directories) directories, \(summary.symlinks) symlinks, "
