@@ -181,6 +181,9 @@ public struct NameCodec: Sendable {
     /// original's, which stays while the original or any copy of it is still there, and
     /// goes with the last of them.
     public static func removeCompanion(ofEntry entry: String, in dirfd: Int32) {
+        // Short entries (nearly all) have nothing to remove and skip the parse: every unlink
+        // and rename comes here.
+        guard entry.hasPrefix(longPrefix) else { return }
         let owner = ConflictName.root(entry)?.original ?? entry
         guard owner.hasPrefix(longPrefix), !owner.hasSuffix(companionSuffix) else { return }
         if owner != entry && exists(owner, in: dirfd) { return }
