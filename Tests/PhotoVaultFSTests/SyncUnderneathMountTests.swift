@@ -87,6 +87,41 @@ final class SyncUnderneathMountTests: XCTestCase {
         XCTAssertEqual(list(h.mountpoint), ["IMG_0001.jpg", "kept.jpg"])
         XCTAssertTrue(FileManager.default.fileExists(atPath: h.backing + "/.stfolder"), "sync debris is left alone")
     }
+
+    /// Engines replace a file by renaming a complete new one over it. A handle opened before
+    /// goes on reading the version it opened, to the end, never chunks of the new one; a
+    /// later open reads the new one whole once the kernel's 1 s cache of the name is past.
+    func testAFileReplacedUnderneathWhileOpenIsNeverReadAsAMix() throws {
+        let t = try tree()
+        let size = 256 * 1024   // 64 chunks of 4 KiB
+        let old = [UInt8](repeating: 0x41, count: size), new = [UInt8](repeating: 0x42, count: size)
+        try Data(old).write(to: URL(fileURLWithPath: h.mountpoint + "/photo.jpg"))
+        try Data(new).write(to: URL(fileURLWithPath: h.mountpoint + "/incoming.jpg"))
+        let r = try VaultResolver(tree: t)
+        let photo = t.names.encode(Array("photo.jpg".utf8), in: r.root.info).entry
+        let incoming = t.names.encode(Array("incoming.jpg".utf8), in: r.root.info).entry
+        // What the engine downloaded, under a name the view hides (as .syncthing.NAME.tmp).
+        XCTAssertEqual(renameat(r.root.fd, incoming, r.root.fd, ".syncthing.\(photo).tmp"), 0)
+        let fd = open(h.mountpoint + "/photo.jpg", O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        var got = [UInt8](repeating: 0, count: size)
+        XCTAssertEqual(pread(fd, &got, 64 * 1024, 0), 64 * 1024)
+        XCTAssertEqual(renameat(r.root.fd, ".syncthing.\(photo).tmp", r.root.fd, photo), 0)   // the engine's rename
+        var n = 64 * 1024
+        while n < size {
+            let k = got.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + n, size - n, off_t(n)) }
+            XCTAssertGreaterThan(k, 0)
+            if k <= 0 { break }
+            n += k
+        }
+        XCTAssertEqual(n, size)
+        XCTAssertTrue(got == old, "the open handle read \(got.filter { $0 == 0x42 }.count) bytes of the new version")
+        XCTAssertTrue(MountHarnessWait.until(5) {
+            (try? Data(contentsOf: URL(fileURLWithPath: self.h.mountpoint + "/photo.jpg"))).map { [UInt8]($0) == new } ?? false
+        }, "a new open reads the new version")
+        XCTAssertEqual(list(h.mountpoint), ["photo.jpg"])
+    }
 }
 
 enum MountHarnessWait {
