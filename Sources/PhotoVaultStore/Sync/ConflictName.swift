@@ -178,6 +178,9 @@ public struct ConflictName: Equatable, Sendable {
 /// foreign): they belong to the engine.
 public enum SyncDebris {
     public static func matches(_ entry: String) -> Bool {
+        // Every pattern has a dot; store entries (base64url, `~hash`) have none. Listings
+        // call this for every entry.
+        guard entry.utf8.contains(UInt8(ascii: ".")) else { return false }
         if exact.contains(entry) { return true }
         if entry.hasPrefix(".syncthing.") && entry.hasSuffix(".tmp") { return true }   // Syncthing, a transfer
         if entry.hasPrefix("~") && entry.hasSuffix(".tmp") { return true }             // Office, editors

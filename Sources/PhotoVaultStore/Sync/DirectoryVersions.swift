@@ -35,6 +35,10 @@ enum DirectoryVersions {
     /// Names of the sync-conflict copies of `.pvdir` in the directory, sorted.
     static func copies(in dirfd: Int32) -> [String] {
         guard let entries = try? OfflineSys.list(dirfd) else { return [] }
-        return entries.map(\.name).filter { $0 != DirectoryInfo.fileName && ConflictName.isCopy($0, of: DirectoryInfo.fileName) }
+        // Every engine keeps the copied name's bytes and starts a copy of `.pvdir` with a dot:
+        // anything else (every ordinary entry) skips the parse.
+        return entries.map(\.name).filter {
+            $0 != DirectoryInfo.fileName && $0.hasPrefix(".") && $0.contains("pvdir") && ConflictName.isCopy($0, of: DirectoryInfo.fileName)
+        }
     }
 }
