@@ -267,6 +267,30 @@ final class SyncEngineTests: XCTestCase {
         assertCleanFsckOnB(d)
     }
 
+    func testRcloneBisyncDeleteAgainstEditAndRenameAgainstEditLoseNothing() throws {
+        let sb = Sandbox("pv-rclone")
+        sb.initStore()
+        let storeB = sb.root + "/storeB"
+        try FileManager.default.createDirectory(atPath: storeB, withIntermediateDirectories: true)
+        let rc = RcloneBisync(root: sb.root, path1: sb.store, path2: storeB)
+        XCTAssertEqual(rc.run(resync: true).status, 0)
+        let d = Devices(sb: sb, storeB: storeB, mountA: sb.mount(), pair: nil)
+        write(d.mountA + "/x.jpg", "x before")
+        write(d.mountA + "/y.jpg", "y before")
+        XCTAssertEqual(rc.run().status, 0)
+        XCTAssertEqual(unlink(d.mountA + "/x.jpg"), 0)
+        XCTAssertEqual(rename(d.mountA + "/y.jpg", d.mountA + "/z.jpg"), 0)
+        XCTAssertEqual(d.onB(["import", "--force", local(d, "x.jpg", "x edited on B"), "/"]).status, 0)
+        XCTAssertEqual(d.onB(["import", "--force", local(d, "y.jpg", "y edited on B"), "/"]).status, 0)
+        let r = rc.run()
+        XCTAssertEqual(r.status, 0, r.stderr)
+        eventually("B's edits back in A's view") { list(d.mountA).filter { $0.hasSuffix(".jpg") } == ["x.jpg", "y.jpg", "z.jpg"] }
+        XCTAssertEqual(read(d.mountA + "/x.jpg"), "x edited on B")
+        XCTAssertEqual(read(d.mountA + "/y.jpg"), "y edited on B")
+        XCTAssertEqual(read(d.mountA + "/z.jpg"), "y before")
+        assertCleanFsckOnB(d)
+    }
+
     func testRcloneBisyncPasswordChangedOnBothDevicesLocksNobodyOut() throws {
         let sb = Sandbox("pv-rclone")
         sb.initStore()
