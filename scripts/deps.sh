@@ -13,7 +13,8 @@ RUNTIME=(libfuse3-dev fuse3 libsodium-dev libssl-dev libipsec-mb-dev libsystemd-
 # systemd (systemd-analyze verify of the user unit), pamtester (PAM through a real libpam).
 # exfat-fuse, exfatprogs and ntfs-3g: stores on exFAT and NTFS drive images (StorageDriveTests); openssh-server,
 # openssh-client, sshfs and rclone: a store over SSH and on an rclone mount (StorageNetworkTests).
-TEST=(dbus libglib2.0-bin python3-dbus rsync attr tar util-linux mount passwd xxd python3-gi gir1.2-gnomedesktop-3.0 libgdk-pixbuf2.0-bin shared-mime-info groff-base sqlite3 procps strace btrfs-progs xfsprogs systemd pamtester xvfb imagemagick thunar tumbler gir1.2-gtk-3.0 tracker tracker-miner-fs exfat-fuse exfatprogs ntfs-3g openssh-server openssh-client sshfs rclone)
+# syncthing, rclone and curl (Syncthing's REST API): real sync engines on a store (SyncEngineTests).
+TEST=(dbus libglib2.0-bin python3-dbus rsync attr tar util-linux mount passwd xxd python3-gi gir1.2-gnomedesktop-3.0 libgdk-pixbuf2.0-bin shared-mime-info groff-base sqlite3 procps strace btrfs-progs xfsprogs systemd pamtester xvfb imagemagick thunar tumbler gir1.2-gtk-3.0 tracker tracker-miner-fs exfat-fuse exfatprogs ntfs-3g openssh-server openssh-client sshfs rclone syncthing curl)
 BENCH=(gocryptfs fio gcc)
 want=("${RUNTIME[@]}")
 case "${1:-runtime}" in

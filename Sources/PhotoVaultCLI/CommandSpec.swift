@@ -388,7 +388,9 @@ extension CommandSpec {
             discussion: "Reads every file of the account's vault and verifies its authentication tags, "
                 + "headers and directory entries; prints each problem and exits with the fsck-damage "
                 + "code (21) if any is found. With --repair it also fixes what can be fixed and "
-                + "reports the rest. " + passwordNote,
+                + "reports the rest. A sync engine's conflict copies and the files it leaves in the "
+                + "store are reported (syncConflict, syncDebris) but are not damage, and --repair "
+                + "leaves them alone (docs/SYNC.md). " + passwordNote,
             options: [
                 userOption,
                 OptionSpec("repair", help: "Repair what can be repaired instead of only reporting."),

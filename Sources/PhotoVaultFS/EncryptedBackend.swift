@@ -13,14 +13,47 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         self.tree = tree
     }
 
-    /// A directory's `.pvdir`: its ID never changes; its default class can (xattr).
+    /// A directory's `.pvdir`: its ID never changes; its default class can (xattr). A sync
+    /// engine can add versions of it underneath a live mount (docs/SYNC.md): their IDs join
+    /// `alternateIDs` when a name fails to decode (`refreshVersions`).
     final class Naming: DirectoryNaming, @unchecked Sendable {
         private let lock = PMutex()
         private var info: DirectoryInfo
-        init(_ info: DirectoryInfo) { self.info = info }
+        private var lastRefresh: timespec
+        init(_ info: DirectoryInfo) {
+            self.info = info
+            lastRefresh = Naming.now()
+        }
         var current: DirectoryInfo { lock.withLock { info } }
         func update(_ body: (inout DirectoryInfo) -> Void) -> DirectoryInfo {
             lock.withLock { body(&info); return info }
+        }
+
+        /// Reads the directory's `.pvdir` versions again, at most once a second (a directory
+        /// full of foreign entries must not be listed once per entry), and adds the IDs not
+        /// known yet. Names keep being written under the ID loaded first. Whether any was added.
+        func refreshVersions(dirFD: Int32, keyring: UserKeyring) -> Bool {
+            let t = Naming.now()
+            let due = lock.withLock { () -> Bool in
+                guard t.tv_sec > lastRefresh.tv_sec + 1 || (t.tv_sec == lastRefresh.tv_sec + 1 && t.tv_nsec >= lastRefresh.tv_nsec) else { return false }
+                lastRefresh = t
+                return true
+            }
+            guard due, let fresh = try? DirectoryInfo.read(dirfd: dirFD, keyring: keyring) else { return false }
+            return lock.withLock {
+                var added = false
+                for id in [fresh.id] + fresh.alternateIDs where id != info.id && !info.alternateIDs.contains(id) {
+                    info.alternateIDs.append(id)
+                    added = true
+                }
+                return added
+            }
+        }
+
+        static func now() -> timespec {
+            var t = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &t)
+            return t
         }
     }
 
@@ -36,14 +69,20 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
     /// lets FUSE names reach 1024 bytes, so the limit is enforced here, as ext4 does.
     static let maxPlainNameLength = 255
 
+    /// The entry under another version of the directory's `.pvdir`, or a sync engine's
+    /// conflict copy, where the name is one of those (`NameCodec.locate`; no extra system
+    /// call otherwise).
     func backingName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8] {
         guard plain.count <= Self.maxPlainNameLength else { throw FSError.nameTooLong }
-        return Array(tree.names.encode(plain, in: info(dir)).entry.utf8)
+        return Array(tree.names.locate(plain, in: info(dir), dirfd: dirFD).entry.utf8)
     }
 
+    /// An existing entry of that name (under another `.pvdir` version, or a conflict copy
+    /// shown under it) is the one a rename replaces or an exclusive create meets: never a
+    /// second entry with the same plaintext name.
     func prepareName(_ plain: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> [UInt8] {
         guard plain.count <= Self.maxPlainNameLength else { throw FSError.nameTooLong }
-        let enc = tree.names.encode(plain, in: info(dir))
+        let enc = tree.names.locate(plain, in: info(dir), dirfd: dirFD)
         try NameCodec.writeCompanion(enc, in: dirFD)
         return Array(enc.entry.utf8)
     }
@@ -57,9 +96,14 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
     /// listing fails instead of dropping a file that is only unreadable for now.
     func plainName(_ backing: [UInt8], in dir: DirectoryNaming, dirFD: Int32) throws -> DecodedName {
         let entry = Self.string(backing)
-        if NameCodec.isInternal(entry) { return .hidden }
-        do { return .visible(try tree.names.decode(entry: entry, in: info(dir), dirfd: dirFD)) }
-        catch StoreError.integrity { return .corrupt }
+        if NameCodec.isInternal(entry) || SyncDebris.matches(entry) { return .hidden }
+        do { return .visible(try tree.names.decodeListed(entry: entry, in: info(dir), dirfd: dirFD).plain) }
+        catch StoreError.integrity {
+            // Perhaps written under a version of `.pvdir` a sync engine brought in since.
+            guard (dir as! Naming).refreshVersions(dirFD: dirFD, keyring: keyring) else { return .corrupt }
+            do { return .visible(try tree.names.decodeListed(entry: entry, in: info(dir), dirfd: dirFD).plain) }
+            catch StoreError.integrity { return .corrupt }
+        }
     }
 
     func makeDirectory(named backing: [UInt8], in parentFD: Int32, parent: DirectoryNaming, mode: mode_t) throws {

@@ -19,6 +19,10 @@ public struct DirectoryInfo: Sendable, Equatable {
 
     public var id: [UInt8]
     public var defaultClass: ProtectionClass
+    /// IDs of other versions of this `.pvdir` beside it: copies a sync engine made when two
+    /// devices wrote it at once (docs/SYNC.md). Names are read under every one of them and
+    /// written under `id`. Not part of the file.
+    public var alternateIDs: [[UInt8]] = []
 
     public init(id: [UInt8] = SecureRandom.bytes(16), defaultClass: ProtectionClass = .default) {
         self.id = id
@@ -50,17 +54,23 @@ public struct DirectoryInfo: Sendable, Equatable {
         return DirectoryInfo(id: Array(b[4..<20]), defaultClass: c)
     }
 
-    /// Reads `.pvdir` of an open ciphertext directory.
+    /// Reads `.pvdir` of an open ciphertext directory, with the IDs of its sync-conflict
+    /// copies (`DirectoryVersions`).
     public static func read(dirfd: Int32, keyring: UserKeyring) throws -> DirectoryInfo {
+        try DirectoryVersions.read(dirfd: dirfd, keyring: keyring)
+    }
+
+    /// Reads one version of `.pvdir` (`name`: the file or a conflict copy of it).
+    static func readFile(dirfd: Int32, name: String = fileName, keyring: UserKeyring) throws -> DirectoryInfo {
         // Misshapen (a directory, FIFO, socket, device or symlink in its place), not
         // unreadable: format damage like a bad size. Never followed, never waited on.
         let fd: Int32
         do {
-            fd = try FileIO.openRegular(dirfd, fileName, what: fileName, misshapen: { _ in
+            fd = try FileIO.openRegular(dirfd, name, what: name, misshapen: { _ in
                 StoreError.integrity(path: "", detail: "directory ID file is not a regular file")
             })
         } catch StoreError.io(let e, _) where e == ENOENT {
-            throw StoreError.integrity(path: "", detail: "directory ID file is missing")
+            throw StoreError.integrity(path: "", detail: missingDetail)
         }
         defer { close(fd) }
         var b = [UInt8](repeating: 0, count: size + 1)
@@ -73,13 +83,27 @@ public struct DirectoryInfo: Sendable, Equatable {
         try AtomicFile.write(encode(keyring: keyring), in: dirfd, name: DirectoryInfo.fileName, mode: 0o400)
     }
 
+    /// The ID of a new directory: BLAKE2b-128(key = metadata key, "PVdirid" 0x01 || its
+    /// entry name). The entry name is the plaintext name sealed under the parent's ID, so two
+    /// devices that each create `trip` in the same folder give it the same ID, and a sync
+    /// engine merging the two folders merges two identical `.pvdir` files, not two
+    /// directories whose names only one of them can read (docs/SYNC.md). Readers take the
+    /// ID as it is stored (FORMAT.md section 7): no format change.
+    static func derivedID(entry: String, keyring: UserKeyring) -> [UInt8] {
+        keyring.metadataKey.withUnsafeBytes { k in
+            idLabel.withUnsafeBytes { l in Array(entry.utf8).withUnsafeBytes { e in KeyedHash.hash(key: k, parts: [l, e], outputLength: 16) } }
+        }
+    }
+    static let missingDetail = "directory ID file is missing"
+    static let idLabel: [UInt8] = Array("PVdirid".utf8) + [1]
+
     /// Creates a new ciphertext directory atomically: it is built under a temporary name,
     /// given its `.pvdir`, then renamed to `entry`; a crash leaves only a `.pvtmp-` directory.
     public static func makeDirectory(in parentfd: Int32, entry: String, mode: mode_t, defaultClass: ProtectionClass,
                                      keyring: UserKeyring, marker: String? = nil) throws -> DirectoryInfo {
         let tmp = AtomicFile.tempPrefix + Base64Hex.random(8)
         guard mkdirat(parentfd, tmp, mode | 0o300) == 0 else { throw StoreError.posix("mkdir") }
-        let info = DirectoryInfo(defaultClass: defaultClass)
+        let info = DirectoryInfo(id: derivedID(entry: entry, keyring: keyring), defaultClass: defaultClass)
         guard BackingCapabilities.of(parentfd).renamedDirectoryKeepsNewFiles else {
             try nameFirst(info, tmp: tmp, in: parentfd, entry: entry, mode: mode, keyring: keyring, marker: marker)
             return info

@@ -54,8 +54,22 @@ public struct NameCodec: Sendable {
     }
 
     /// Store-internal files that are never shown: `.pvdir`, the root's mount lock, temp
-    /// files, long-name companions, symlink target companions (`LinkTarget`).
+    /// files, long-name companions, symlink target companions (`LinkTarget`), what fsck set
+    /// aside (`.pvdebris`), and a sync engine's conflict copies of any of them
+    /// (`.sync-conflict-…-DEV.pvdir`, `~HASH.name..path1`: docs/SYNC.md).
     public static func isInternal(_ entry: String) -> Bool {
+        if isInternalItself(entry) { return true }
+        // Only names starting with `.` or `~` can be copies of internal files; a long entry
+        // (`~` + 43 characters) is none. Everything else skips the parse: listings call this
+        // for every entry.
+        guard entry.hasPrefix(".") || (entry.hasPrefix(longPrefix) && entry.utf8.count != longEntryLength) else { return false }
+        guard let r = ConflictName.root(entry) else { return false }
+        return isInternalItself(r.original)
+    }
+
+    static let longEntryLength = 44
+
+    static func isInternalItself(_ entry: String) -> Bool {
         entry == DirectoryInfo.fileName || entry == TreeLock.mountLockName || entry.hasPrefix(AtomicFile.tempPrefix)
             || entry == debrisDirectory
             || (entry.hasPrefix(longPrefix) && entry.hasSuffix(companionSuffix))
@@ -65,9 +79,16 @@ public struct NameCodec: Sendable {
 
     /// Decrypts one directory entry name. Throws `.integrity` for a name that fails
     /// authentication, a long name whose companion is missing or does not match, or a name
-    /// that belongs to no known structure (e.g. a sync-conflict copy). A companion that cannot
-    /// be read (EIO, EACCES, EMFILE) says nothing about the name: `.io`, naming the companion.
+    /// that belongs to no known structure (e.g. a sync-conflict copy: `decodeListed` shows
+    /// those). A companion that cannot be read (EIO, EACCES, EMFILE) says nothing about the
+    /// name: `.io`, naming the companion. Names are tried under every version of the
+    /// directory's `.pvdir` (`DirectoryInfo.alternateIDs`).
     public func decode(entry: String, in dir: DirectoryInfo, dirfd: Int32) throws -> [UInt8] {
+        try decodeEntry(entry, in: dir, dirfd: dirfd).plain
+    }
+
+    /// `decode`, with the entry's encoded form (its companion's content for a long name).
+    func decodeEntry(_ entry: String, in dir: DirectoryInfo, dirfd: Int32) throws -> (plain: [UInt8], encoded: EncodedName) {
         var full = entry
         if entry.hasPrefix(NameCodec.longPrefix) {
             let bytes: [UInt8]
@@ -88,16 +109,62 @@ public struct NameCodec: Sendable {
         guard let sealed = Base64URL.decode(full) else {
             throw StoreError.integrity(path: entry, detail: "not a PhotoVault name (foreign or conflict copy?)")
         }
-        let plain: [UInt8]
-        do { plain = try names.open(sealed, domain: dir.id) }
-        catch { throw StoreError.integrity(path: entry, detail: "name failed authentication") }
+        var opened: [UInt8]?
+        for id in [dir.id] + dir.alternateIDs {
+            if let p = try? names.open(sealed, domain: id) { opened = p; break }
+        }
+        guard let plain = opened else { throw StoreError.integrity(path: entry, detail: "name failed authentication") }
         // Authentic, but no file name (FORMAT.md section 6: no `/`; nothing makes `.` or `..`):
         // only someone holding this account's keys writes one, and export would have followed
         // it out of its destination (`../../.bashrc`, a directory named `..`).
         guard NameCodec.isFileName(plain) else {
             throw StoreError.integrity(path: entry, detail: NameCodec.notAFileName)
         }
-        return plain
+        return (plain, entry == full ? .short(entry) : .long(entry: entry, full: full))
+    }
+
+    /// A listed entry as the view shows it: a PhotoVault name, or a sync engine's conflict
+    /// copy of one under the original's plaintext name with the engine's mark before the
+    /// extension (`IMG_0001 (conflict 2026-12-07 030224).jpg`, docs/SYNC.md). `encoded` is
+    /// the entry as it is (a copy has no companion of its own: it shares the original's).
+    public func decodeListed(entry: String, in dir: DirectoryInfo, dirfd: Int32) throws -> (plain: [UInt8], encoded: EncodedName, conflict: Bool) {
+        do {
+            let d = try decodeEntry(entry, in: dir, dirfd: dirfd)
+            return (d.plain, d.encoded, false)
+        } catch StoreError.integrity(let p, let detail) {
+            guard let r = ConflictName.root(entry), !NameCodec.isInternalItself(r.original),
+                  let original = try? decodeEntry(r.original, in: dir, dirfd: dirfd) else {
+                throw StoreError.integrity(path: p, detail: detail)
+            }
+            return (ConflictName.displayName(original.plain, marks: r.marks.map(\.mark)), .short(entry), true)
+        }
+    }
+
+    /// The entry that holds plaintext name `plain` in `dir` now: the name encoded under the
+    /// directory's `.pvdir`, or under another version of it (a conflict copy) if it exists
+    /// only there, or the conflict copy whose display name `plain` is. A name that exists
+    /// nowhere is encoded under the `.pvdir` (where new entries go). Costs nothing extra
+    /// (no system call) in a directory without conflicts and for ordinary names.
+    public func locate(_ plain: [UInt8], in dir: DirectoryInfo, dirfd: Int32) -> EncodedName {
+        let enc = encode(plain, in: dir)
+        let display = ConflictName.mayBeDisplayName(plain)
+        guard !dir.alternateIDs.isEmpty || display else { return enc }
+        if NameCodec.exists(enc.entry, in: dirfd) { return enc }
+        for id in dir.alternateIDs {
+            let other = encode(plain, in: DirectoryInfo(id: id, defaultClass: dir.defaultClass))
+            if NameCodec.exists(other.entry, in: dirfd) { return other }
+        }
+        if display, let entries = try? OfflineSys.list(dirfd) {
+            for e in entries where ConflictName.parse(e.name) != nil {
+                if let d = try? decodeListed(entry: e.name, in: dir, dirfd: dirfd), d.conflict, d.plain == plain { return d.encoded }
+            }
+        }
+        return enc
+    }
+
+    static func exists(_ entry: String, in dirfd: Int32) -> Bool {
+        var st = stat()
+        return fstatat(dirfd, entry, &st, AT_SYMLINK_NOFOLLOW) == 0
     }
 
     /// Whether an authentic plaintext name is a file name: no `/`, not `.` or `..`.
@@ -117,8 +184,25 @@ public struct NameCodec: Sendable {
         if let c = name.companion { unlinkat(dirfd, c, 0) }
     }
 
+    /// Removes the companion of an entry that is gone. A long name's sync-conflict copies
+    /// (`~HASH.sync-conflict-…`, `~HASH..path1`) have none of their own: they share the
+    /// original's, which stays while the original or any copy of it is still there, and
+    /// goes with the last of them.
     public static func removeCompanion(ofEntry entry: String, in dirfd: Int32) {
-        if entry.hasPrefix(longPrefix) { unlinkat(dirfd, entry + companionSuffix, 0) }
+        // Short entries (nearly all) have nothing to remove and skip the parse: every unlink
+        // and rename comes here.
+        guard entry.hasPrefix(longPrefix) else { return }
+        let owner = ConflictName.root(entry)?.original ?? entry
+        guard owner.hasPrefix(longPrefix), !owner.hasSuffix(companionSuffix) else { return }
+        if owner != entry && exists(owner, in: dirfd) { return }
+        if hasConflictCopies(of: owner, in: dirfd) { return }
+        unlinkat(dirfd, owner + companionSuffix, 0)
+    }
+
+    /// Whether a sync engine's copy of `entry` is in the directory.
+    static func hasConflictCopies(of entry: String, in dirfd: Int32) -> Bool {
+        guard let all = try? OfflineSys.list(dirfd) else { return true }   // unknown: keep the companion
+        return all.contains { $0.name != entry && ConflictName.isCopy($0.name, of: entry) }
     }
 }
 

@@ -28,21 +28,37 @@ enum FsckCommand {
             print("/\(Fsck.lostAndFoundName) cannot take entries (not a directory, or a damaged one): /\(summary.lostAndFound) holds what repair moves")
         }
         for p in summary.problems { print(p.description) }
+        // The account's record is outside the tree, but a conflict there is the same story.
+        if (try? AccountStore(layout: StoreLayout(root: args.storePath)).recordIsInConflict(user: vault.user)) == true {
+            print("account record: syncConflict: " + UserCommands.conflictLine(1))
+        }
         for a in summary.actions { print("repair: " + summary.sentence(for: a)) }
         let c = OfflineAccess.count
         let specials = summary.specialFiles == 0 ? "" : c(summary.specialFiles, "special file", nil) + ", "
         print("checked \(c(summary.files, "file", nil)), \(c(summary.directories, "directory", "directories")), "
               + "\(c(summary.symlinks, "symlink", nil)), " + specials
-              + "\(c(Int(clamping: summary.chunksChecked), "chunk", nil)): \(c(summary.problems.count, "problem", nil))")
+              + "\(c(Int(clamping: summary.chunksChecked), "chunk", nil)): \(c(summary.damageCount, "problem", nil))"
+              + syncNotes(summary))
         if summary.leftInPlace > 0 {
-            throw CLIError.fsckRepairIncomplete(problems: summary.problems.count, leftInPlace: summary.leftInPlace)
+            throw CLIError.fsckRepairIncomplete(problems: summary.damageCount, leftInPlace: summary.leftInPlace)
         }
         // A repair that dealt with every problem has its own code (32): the vault is
-        // consistent now; 21 said "damage" as if nothing had been done.
-        if repair && !summary.isClean && summary.unrepaired.isEmpty {
-            throw CLIError.fsckRepaired(problems: summary.problems.count)
+        // consistent now; 21 said "damage" as if nothing had been done. Sync conflicts and
+        // debris are not damage and never repaired: they do not count either way.
+        if repair && !summary.isClean && summary.unrepaired.allSatisfy({ !$0.isDamage }) {
+            throw CLIError.fsckRepaired(problems: summary.damageCount)
         }
-        if !summary.isClean { throw CLIError.fsckFoundDamage(problems: summary.problems.count) }
+        if !summary.isClean { throw CLIError.fsckFoundDamage(problems: summary.damageCount) }
         return 0
+    }
+
+    /// `, 2 sync conflicts, 1 sync engine file`: reported, not damage (docs/SYNC.md).
+    static func syncNotes(_ summary: FsckSummary) -> String {
+        let conflicts = summary.problems.filter { $0.kind == .syncConflict }.count
+        let debris = summary.problems.filter { $0.kind == .syncDebris }.count
+        var out = ""
+        if conflicts > 0 { out += ", \(conflicts) sync conflict\(conflicts == 1 ? "" : "s") (docs/SYNC.md says how to settle them)" }
+        if debris > 0 { out += ", \(debris) sync engine file\(debris == 1 ? "" : "s") left alone" }
+        return out
     }
 }

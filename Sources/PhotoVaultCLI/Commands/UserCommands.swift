@@ -131,9 +131,21 @@ enum UserCommands {
     }
 
     static func list(_ args: ParsedArguments) throws -> Int32 {
-        let n = try AccountStore(layout: StoreLayout(root: args.storePath)).count()
+        let accounts = try AccountStore(layout: StoreLayout(root: args.storePath))
+        let n = try accounts.count()
         print("\(n) account\(n == 1 ? "" : "s") (names are not stored in clear, by design)")
+        let conflicted = try accounts.conflictedAccounts()
+        if conflicted > 0 {
+            print(UserCommands.conflictLine(conflicted))
+        }
         return 0
+    }
+
+    /// What `user list` (and `fsck`, for its account) says of records in conflict.
+    static func conflictLine(_ n: Int) -> String {
+        "\(n == 1 ? "1 account's record is" : "\(n) accounts' records are") in conflict: its password was changed on two devices "
+            + "and the sync engine kept both versions. Either password opens the vault; 'photovault passwd' settles it "
+            + "(CREDENTIALS.md, 'Records in conflict')"
     }
 
     static func check(_ args: ParsedArguments) throws -> Int32 {

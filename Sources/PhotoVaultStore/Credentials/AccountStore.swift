@@ -29,16 +29,44 @@ public struct AccountStore {
 
     // MARK: queries
 
-    /// Number of accounts (record files); needs no password.
-    public func count() throws -> Int {
+    /// Number of accounts (record files); needs no password. An account whose record a sync
+    /// engine kept in several versions (docs/SYNC.md) counts once, also when only copies are
+    /// left (rclone bisync renames both to `..path1` and `..path2`).
+    public func count() throws -> Int { try recordCensus().accounts }
+
+    /// Accounts whose record is in conflict: a sync engine kept more than one version of it
+    /// (a password changed on two devices). Each version's password opens the account;
+    /// `passwd` settles it (CREDENTIALS.md, "Records in conflict").
+    public func conflictedAccounts() throws -> Int { try recordCensus().conflicted }
+
+    private func recordCensus() throws -> (accounts: Int, conflicted: Int) {
         guard let dir = opendir(layout.accountsDir) else { throw StoreError.posix("opendir \(layout.accountsDir)") }
         defer { closedir(dir) }
-        var n = 0
+        var versions: [String: Int] = [:]
         while let e = readdir(dir) {
             let name = DirectoryEntryName.string(e)
-            if AccountName.isRecordFileName(name) { n += 1 }
+            if AccountName.isRecordFileName(name) { versions[name, default: 0] += 1 }
+            else if let original = ConflictName.root(name)?.original, AccountName.isRecordFileName(original) {
+                versions[original, default: 0] += 1
+            }
         }
-        return n
+        return (versions.count, versions.values.filter { $0 > 1 }.count)
+    }
+
+    /// The record files of account `name`: its record if present, then a sync engine's
+    /// copies of it, in name order. Empty when it has none.
+    func recordVersions(_ name: AccountName) throws -> [String] {
+        let primary = name.recordFileName
+        let entries: [OfflineSys.Entry]
+        do { entries = try withAccountsDir { try OfflineSys.list($0) } }
+        catch { return [primary] }   // loadRecord says why
+        let copies = entries.map(\.name).filter { $0 != primary && ConflictName.isCopy($0, of: primary) }
+        return (entries.contains { $0.name == primary } ? [primary] : []) + copies
+    }
+
+    /// Whether this account's record is in conflict (several versions; docs/SYNC.md).
+    public func recordIsInConflict(user: String) throws -> Bool {
+        try recordVersions(try AccountName.derive(user: user, config: config)).count > 1
     }
 
     /// Whether an account of that name exists; needs no password (one Argon2id of the name).
@@ -49,7 +77,7 @@ public struct AccountStore {
         let name = try AccountName.derive(user: user, config: config)
         if access(recordPath(name), F_OK) == 0 { return true }
         guard errno == ENOENT else { throw StoreError.posix("look up the account record in \(layout.accountsDir)") }
-        return false
+        return !(try recordVersions(name)).isEmpty   // only a sync engine's copies of it are left
     }
 
     // MARK: add
@@ -124,7 +152,7 @@ public struct AccountStore {
     /// Unlocks an account with its password. Waits first if earlier attempts failed
     /// (`throttle`). The caller wipes the returned master key.
     public func open(user: String, password: SecureBytes) throws -> OpenedAccount {
-        let (_, _, payload) = try unlock(user: user, password: password)
+        let (_, _, payload, _) = try unlock(user: user, password: password)
         defer { payload.wipe() }
         let (mk, treeID) = try AccountPayload.split(payload)
         // The record opens but its photos are gone (deleted or never copied with the store):
@@ -156,8 +184,7 @@ public struct AccountStore {
         try AttemptLock.withLock(accountsDir: layout.accountsDir, name: name) {
             throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)
             try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
-                let record = try loadRecord(name)
-                let payload = try unlockPasswordSlot(record, name: name, password: old, throttleWaited: true)
+                let (record, payload, _) = try unlockAnyVersion(name, password: old, throttleWaited: true)
                 defer { payload.wipe() }
                 try rewrapPasswordSlot(record, name: name, payload: payload, password: new, parameters: parameters)
             }
@@ -169,8 +196,8 @@ public struct AccountStore {
     /// that `finishPasswordChange` needs no second Argon2id of it. Takes no lock: typing may
     /// take minutes. The caller wipes the result (also on every error path).
     public func beginPasswordChange(user: String, current: SecureBytes) throws -> PendingPasswordChange {
-        let (name, record, payload) = try unlock(user: user, password: current)
-        return PendingPasswordChange(name: name, record: record, payload: payload)
+        let (name, record, payload, version) = try unlock(user: user, password: current)
+        return PendingPasswordChange(name: name, record: record, payload: payload, version: version)
     }
 
     /// The second half: under the store's lock, re-reads the record and rewraps the kept key
@@ -185,7 +212,7 @@ public struct AccountStore {
                                      parameters: Argon2Parameters? = nil) throws {
         try PasswordPolicy.check(new)
         try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
-            let record = try loadRecord(change.name)
+            let record = try loadRecord(change.name, entry: change.version)
             guard record == change.record else { throw StoreError.accountChangedMeanwhile }
             try rewrapPasswordSlot(record, name: change.name, payload: change.payload, password: new, parameters: parameters)
         }
@@ -220,7 +247,8 @@ public struct AccountStore {
         try PasswordPolicy.check(new)
         let name = try AccountName.derive(user: user, config: config)
         try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
-            let record = try loadRecord(name)
+            // Every version of a record in conflict has the same recovery slot.
+            let record = try loadRecord(name, entry: try recordVersions(name).first)
             let payload = try unlockRecoverySlot(record, name: name, key: key)
             defer { payload.wipe() }
             throttle.recordSuccess(accountsDir: layout.accountsDir, name: name)
@@ -235,7 +263,7 @@ public struct AccountStore {
     public func checkRecoveryKey(user: String, recoveryKey key: RecoveryKey) throws {
         guard !user.isEmpty else { throw StoreError.emptyUsername }
         let name = try AccountName.derive(user: user, config: config)
-        try unlockRecoverySlot(loadRecord(name), name: name, key: key).wipe()
+        try unlockRecoverySlot(loadRecord(name, entry: try recordVersions(name).first), name: name, key: key).wipe()
     }
 
     // MARK: remove
@@ -253,8 +281,7 @@ public struct AccountStore {
         try AttemptLock.withLock(accountsDir: layout.accountsDir, name: name) {
             throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)   // before the lock, as above
             try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
-                let record = try loadRecord(name)
-                let payload = try unlockPasswordSlot(record, name: name, password: password, throttleWaited: true)
+                let (_, payload, _) = try unlockAnyVersion(name, password: password, throttleWaited: true)
                 defer { payload.wipe() }
                 let (mk, treeID) = try AccountPayload.split(payload)
                 mk.wipe()
@@ -298,8 +325,12 @@ public struct AccountStore {
                     catch StoreError.io where !deletePhotos {}
                 }
                 defer { treeLock?.release() }
+                let versions = try recordVersions(name)
                 try withAccountsDir { dfd in
-                    guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
+                    // Every version: a sync engine's copy left behind would bring the account back.
+                    for v in versions {
+                        guard unlinkat(dfd, v, 0) == 0 || errno == ENOENT else { throw StoreError.posix("unlink \(v)") }
+                    }
                     unlinkat(dfd, name.throttleFileName, 0)
                     unlinkat(dfd, name.loginFileName, 0)   // its login slot (section 12) goes with it
                     // The account is gone now; a failed fsync does not bring it back, but a crash
@@ -335,13 +366,15 @@ public struct AccountStore {
         return try body(dfd)
     }
 
-    func loadRecord(_ name: AccountName) throws -> AccountRecord {
+    /// `entry`: the record file to read (a sync engine's copy of it); nil: the record itself.
+    func loadRecord(_ name: AccountName, entry: String? = nil) throws -> AccountRecord {
+        let path = StorePath.join(layout.accountsDir, entry ?? name.recordFileName)
         // A FIFO in its place is never waited on, a symlink never followed out of the store.
         // O_NOATIME: a record's access time would say when its account was last opened, and
         // next to the `.pvmount` and root times of a tree mounted then, which tree is whose
         // (FORMAT.md section 10). Without ownership of the file (EPERM) it is read without.
         func open(_ flags: Int32) throws -> Int32 {
-            try FileIO.openRegular(AT_FDCWD, recordPath(name), flags, what: "account record",
+            try FileIO.openRegular(AT_FDCWD, path, flags, what: "account record",
                                    misshapen: { _ in .corruptRecord("not a regular file") })
         }
         let fd: Int32
@@ -373,12 +406,48 @@ public struct AccountStore {
 
     /// `open` without the tree: the record's name, the record, and its unwrapped payload
     /// (which the caller wipes).
-    func unlock(user: String, password: SecureBytes) throws -> (AccountName, AccountRecord, SecureBytes) {
+    func unlock(user: String, password: SecureBytes) throws -> (AccountName, AccountRecord, SecureBytes, String) {
         guard !user.isEmpty else { throw StoreError.emptyUsername }
         guard PasswordPolicy.codePoints(password) > 0 else { throw StoreError.emptyPassword }
         let name = try AccountName.derive(user: user, config: config)
-        let record = try loadRecord(name)
-        return (name, record, try unlockPasswordSlot(record, name: name, password: password))
+        let (record, payload, version) = try unlockAnyVersion(name, password: password)
+        return (name, record, payload, version)
+    }
+
+    /// Unlocks the record, or failing that a sync engine's copy of it: a password changed on
+    /// two devices leaves two versions, each wrapping the same master key under one of the
+    /// two passwords, and neither device may lose access (docs/SYNC.md). Each version tried
+    /// is one counted attempt; the throttle's wait comes once, before the first.
+    private func unlockAnyVersion(_ name: AccountName, password: SecureBytes,
+                                  throttleWaited: Bool = false) throws -> (AccountRecord, SecureBytes, String) {
+        let versions = try recordVersions(name)
+        guard versions.count > 1 else {
+            let entry = versions.first ?? name.recordFileName
+            let record = try loadRecord(name, entry: entry)
+            return (record, try unlockPasswordSlot(record, name: name, password: password, throttleWaited: throttleWaited), entry)
+        }
+        // Every version is judged under one hold of the account's attempt lock, after one
+        // throttle wait, each counted: parallel guesses cannot slip between the versions.
+        let judgeAll = { () throws -> (AccountRecord, SecureBytes, String) in
+            var firstError: Error?
+            for v in versions {
+                do {
+                    let record = try loadRecord(name, entry: v)
+                    let payload = try unlockPasswordSlot(record, name: name, password: password, throttleWaited: true)
+                    return (record, payload, v)
+                } catch {
+                    firstError = firstError ?? error
+                }
+            }
+            throw firstError!
+        }
+        guard throttleWaited else {
+            return try AttemptLock.withLock(accountsDir: layout.accountsDir, name: name) {
+                throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)
+                return try judgeAll()
+            }
+        }
+        return try judgeAll()
     }
 
     /// Floor check, device check, throttle wait, Argon2id, count, unwrap. Returns the payload.
@@ -455,8 +524,12 @@ public struct AccountStore {
         defer { kek.wipe() }
         record.passwordSlot = SecretBox.wrap(payload, under: kek,
                                              ad: record.passwordSlotAD(storeID: config.storeID, fileName: name.recordFileName))
+        let copies = try recordVersions(name).filter { $0 != name.recordFileName }
         try withAccountsDir { dfd in
             try AtomicFile.place(record.encoded(), in: dfd, name: name.recordFileName, mode: 0o600, replacing: true)
+            // A record in conflict is settled: the new password is the one, on every device
+            // the engine carries this to.
+            for c in copies { unlinkat(dfd, c, 0) }
             // The new record is in place: the new password works from here on. A failed
             // directory fsync does not undo that (it used to be reported as a failed change).
             try syncOrReport(dfd, name.recordFileName, done: "the new password is in effect",

@@ -78,7 +78,7 @@ extension AccountStore {
                              parameters: Argon2Parameters) throws {
         guard PasswordPolicy.codePoints(loginPassword) > 0 else { throw StoreError.emptyPassword }
         try AccountRecord.checkCost(parameters, floor: config.kdfFloor)
-        let (name, record, payload) = try unlock(user: user, password: password)
+        let (name, record, payload, _) = try unlock(user: user, password: password)
         defer { payload.wipe() }
         let salt = SecureRandom.bytes(AccountRecord.saltSize)
         let device = try deviceSecret(for: record)
@@ -101,7 +101,7 @@ extension AccountStore {
     /// Removes the login slot after checking the vault `password`. False if there was none.
     @discardableResult
     public func removeLoginSlot(user: String, password: SecureBytes) throws -> Bool {
-        let (name, _, payload) = try unlock(user: user, password: password)
+        let (name, _, payload, _) = try unlock(user: user, password: password)
         payload.wipe()
         return try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
             try withAccountsDir { dfd in

@@ -22,11 +22,14 @@ public final class PendingPasswordChange {
     let name: AccountName
     let record: AccountRecord
     let payload: SecureBytes
+    /// The record file the current password opened: the record, or a sync engine's copy of it.
+    let version: String
 
-    init(name: AccountName, record: AccountRecord, payload: SecureBytes) {
+    init(name: AccountName, record: AccountRecord, payload: SecureBytes, version: String) {
         self.name = name
         self.record = record
         self.payload = payload
+        self.version = version
     }
 
     /// The secret held, to be zeroed by a signal handler too (never copy it out).

@@ -55,10 +55,10 @@ public struct ClassTool {
         let resolver = try VaultResolver(tree: tree)
         let dir = try resolver.directory(try VaultPath(directory))
         var out: [Info] = []
-        for e in try OfflineSys.list(dir.fd) where !NameCodec.isInternal(e.name) {
-            let plain: [UInt8]
-            do { plain = try tree.names.decode(entry: e.name, in: dir.info, dirfd: dir.fd) } catch StoreError.integrity { continue }
-            let entry = VaultEntry(parent: dir, name: plain, encoded: tree.names.encode(plain, in: dir.info))
+        for e in try OfflineSys.list(dir.fd) where !NameCodec.isInternal(e.name) && !SyncDebris.matches(e.name) {
+            let d: (plain: [UInt8], encoded: EncodedName, conflict: Bool)
+            do { d = try tree.names.decodeListed(entry: e.name, in: dir.info, dirfd: dir.fd) } catch StoreError.integrity { continue }
+            let entry = VaultEntry(parent: dir, name: d.plain, encoded: d.encoded)
             out.append(try info(entry, resolver: resolver))
         }
         return out.sorted { Array($0.path.utf8).lexicographicallyPrecedes(Array($1.path.utf8)) }

@@ -208,15 +208,17 @@ public final class Exporter {
                     let (dir, destfd, localPath) = (stack[i].dir, stack[i].destfd, stack[i].localPath)
                     // Only a name that fails authentication is skipped; one whose long-name
                     // companion cannot be read (EIO) stops the export with that error.
+                    // A sync engine's conflict copy goes out under its view name (docs/SYNC.md).
                     let plain: [UInt8]
-                    do { plain = try tree.names.decode(entry: e.name, in: dir.info, dirfd: dir.fd) }
+                    let encoded: EncodedName
+                    do { (plain, encoded, _) = try tree.names.decodeListed(entry: e.name, in: dir.info, dirfd: dir.fd) }
                     catch StoreError.integrity {
                         let where_ = dir.path.description + (dir.path.isRoot ? "" : "/") + e.name
                         summary.skipped.append(where_)
                         progress(.skipped(where_, reason: "the encrypted name does not decrypt (run fsck)"))
                         continue
                     }
-                    let child = VaultEntry(parent: dir, name: plain, encoded: tree.names.encode(plain, in: dir.info))
+                    let child = VaultEntry(parent: dir, name: plain, encoded: encoded)
                     guard let st = try child.stat() else { continue }
                     let childPath = StorePath.join(localPath, String(decoding: plain, as: UTF8.self))
                     if OfflineSys.isDirectory(st) {
@@ -237,7 +239,7 @@ public final class Exporter {
         }
         /// The entries of a vault directory that may be visible (internal files left out).
         static func visible(_ dir: VaultDirectory) throws -> [OfflineSys.Entry] {
-            try OfflineSys.list(dir.fd).filter { !NameCodec.isInternal($0.name) }
+            try OfflineSys.list(dir.fd).filter { !NameCodec.isInternal($0.name) && !SyncDebris.matches($0.name) }
         }
 
         /// Opens the vault directory `entry` and makes (or takes, if it is a directory) its

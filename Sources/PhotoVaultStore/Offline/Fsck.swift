@@ -19,7 +19,8 @@ import PhotoVaultCrypto
 ///     any entry leaving a directory; one that cannot be moved (`/lost+found` cannot be
 ///     created or opened, or the rename fails) is reported `repairFailed`, counted in
 ///     `FsckSummary.leftInPlace` and left in place, and the repair goes on. A sync tool's
-///     conflict copy is named after its entry's plaintext (`recoveredName`); debris in which
+///     conflict copy is never moved (it is shown under its original's name, or reported
+///     `syncConflict` and left in place when that name cannot be read); debris in which
 ///     nothing can be read (an orphan companion, a foreign file whose header does not open)
 ///     is set aside in the root's `NameCodec.debrisDirectory` instead, out of the mount's view;
 ///  2. leftover `.pvtmp-*` temp files are deleted (a temp directory only if it holds
@@ -106,6 +107,16 @@ public final class Fsck {
         let error: Error
     }
 
+    static func engineName(_ e: ConflictName.Engine) -> String {
+        switch e {
+        case .syncthing: return "Syncthing"
+        case .nextcloud: return "Nextcloud"
+        case .owncloud: return "ownCloud"
+        case .dropbox: return "Dropbox"
+        case .rclone: return "rclone"
+        }
+    }
+
     /// Reading must not even touch atimes (`FileIO.noAtime`); refused with EPERM for files
     /// the caller does not own, then fsck opens without it.
     static let noAtime = FileIO.noAtime
@@ -166,7 +177,9 @@ public final class Fsck {
         var lostAndFoundOpenFailure: Error?
         /// File ID of every header read so far, with its inode and path: two inodes with one
         /// ID are a copied header (`fileIDShared`).
-        var fileIDs: [[UInt8]: (dev: UInt64, ino: UInt64, path: String)] = [:]
+        /// `origin`: the entry's store path with any sync-conflict marker taken off, the same
+        /// for a file and the copies a sync engine made of it, which share its header.
+        var fileIDs: [[UInt8]: (dev: UInt64, ino: UInt64, path: String, origin: String)] = [:]
         /// Symlink target companions in the tree's root (`LinkTarget`), and the ones some
         /// symlink names: the rest are orphans, left by a crash between a companion and its
         /// symlink (or between a symlink's removal and its companion's).
@@ -245,6 +258,14 @@ public final class Fsck {
                 // What an earlier repair set aside; not examined (nothing in it reads).
                 if let st = try? OfflineSys.lstat(dir.fd, e.cName), OfflineSys.isDirectory(st) { return nil }
             }
+            if NameCodec.isInternal(name) && !NameCodec.isInternalItself(name) {
+                internalCopy(e, in: dir, shown: shownInDir, storePath: sp)
+                return nil
+            }
+            if SyncDebris.matches(name) {
+                report(shownInDir, sp, .syncDebris, "left by a sync engine or a desktop: not PhotoVault's, left alone")
+                return nil
+            }
             if isRoot && name == TreeLock.mountLockName {
                 try mountLock(dir, e, shown: shownInDir, storePath: sp)
                 return nil
@@ -260,7 +281,9 @@ public final class Fsck {
             }
             if name.hasPrefix(NameCodec.longPrefix) && name.hasSuffix(NameCodec.companionSuffix) {
                 let owner = Array(e.raw.dropLast(NameCodec.companionSuffix.utf8.count))
-                if !present.contains(owner) {
+                let ownerName = String(decoding: owner, as: UTF8.self)
+                // A sync engine's copy of the long-named entry shares its companion.
+                if !present.contains(owner) && !present.contains(where: { ConflictName.isCopy(String(decoding: $0, as: UTF8.self), of: ownerName) }) {
                     report(shownInDir, sp, .orphanCompanion, "long-name companion without its entry")
                     // Only a name, of an entry that is gone: nothing to recover in /lost+found.
                     if repair { try setAside(dir, e, shown: shownInDir, storePath: sp) }
@@ -268,24 +291,35 @@ public final class Fsck {
                 return nil   // otherwise checked with its entry
             }
             // The name itself.
-            let plain: [UInt8]
-            switch decodeName(e, in: dir) {
+            var plain: [UInt8]
+            var conflict: (original: String, marks: [ConflictName])?
+            switch decodeName(e.name, in: dir) {
             case .success(let p):
                 plain = p
             case .failure(let problem):
-                report(shownInDir, sp, problem.kind, problem.detail)
-                guard repair && problem.kind != .unreadable else { return nil }
-                if let (plain, rest) = recoveredName(e, in: dir) {
-                    // A sync tool's conflict copy of an entry (`NAME.sync-conflict-...`,
-                    // `NAME (conflicted copy ...)`): named after the entry's plaintext.
-                    try quarantine(dir, e, shown: shownInDir, storePath: sp,
-                                   suggested: lostName(dir.path.appending(plain)) + Fsck.escape(rest), isLong: true)
-                } else if holdsNothingReadable(dir, e) {
-                    try setAside(dir, e, shown: shownInDir, storePath: sp)
+                // A sync engine's conflict copy: shown under its original's name with a mark.
+                // One whose original name cannot be read is reported, never moved: repair would
+                // make it a nameless lost+found entry.
+                if problem.kind != .unreadable, let r = ConflictName.root(name) {
+                    switch decodeName(r.original, in: dir) {
+                    case .success(let p):
+                        plain = ConflictName.displayName(p, marks: r.marks.map(\.mark))
+                        conflict = r
+                    case .failure(let why):
+                        report(shownInDir, sp, .syncConflict,
+                               "a \(Fsck.engineName(r.marks[0].engine)) conflict copy of an entry whose name cannot be read (\(why.detail)); left in place")
+                        return nil
+                    }
                 } else {
-                    try quarantine(dir, e, shown: shownInDir, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true)
+                    report(shownInDir, sp, problem.kind, problem.detail)
+                    guard repair && problem.kind != .unreadable else { return nil }
+                    if holdsNothingReadable(dir, e) {
+                        try setAside(dir, e, shown: shownInDir, storePath: sp)
+                    } else {
+                        try quarantine(dir, e, shown: shownInDir, storePath: sp, suggested: "bad-name " + lostName(dir.path) + "%2F" + name, isLong: true)
+                    }
+                    return nil
                 }
-                return nil
             }
             let path = dir.path.appending(plain)
             if isRoot && lostAndFoundFailure == nil && plain == Array(summary.lostAndFound.utf8) {
@@ -306,10 +340,63 @@ public final class Fsck {
                 // itself under its sealed name, which authenticated above; no content.
                 summary.specialFiles += 1
             }
+            if let c = conflict {
+                report(path.description, sp, .syncConflict, conflictDetail(c, copy: st, in: dir))
+            }
             if damaged && repair {
                 try quarantine(dir, e, shown: path.description, storePath: sp, suggested: lostName(path), isLong: true)
             }
             return healthy.map { (dir: $0, storePath: sp) }
+        }
+
+        /// `a Syncthing conflict copy of /trip/a.jpg: this copy 1200 bytes, modified
+        /// 2026-12-07 03:02:24 UTC; the original 1500 bytes, modified ...`.
+        func conflictDetail(_ c: (original: String, marks: [ConflictName]), copy: stat, in dir: VaultDirectory) -> String {
+            let originalPath: String
+            if case .success(let p) = decodeName(c.original, in: dir) { originalPath = dir.path.appending(p).description }
+            else { originalPath = "an entry" }
+            var out = "a \(Fsck.engineName(c.marks[0].engine)) conflict copy of \(originalPath): this copy \(version(copy))"
+            if let o = try? OfflineSys.lstat(dir.fd, Array(c.original.utf8CString)) {
+                out += "; the original \(version(o))"
+            } else {
+                out += "; the original is not there (the engine kept both versions as copies, or it was deleted)"
+            }
+            return out + ". Not damage: keep one (rename it), delete the other"
+        }
+
+        func version(_ st: stat) -> String {
+            let size = OfflineSys.isRegular(st) ? "\(tree.layout.reportedSize(ciphertextSize: UInt64(max(0, st.st_size)))) bytes" : OfflineSys.typeName(st)
+            var t = st.st_mtim.tv_sec
+            var tmv = tm()
+            gmtime_r(&t, &tmv)
+            var buf = [CChar](repeating: 0, count: 32)
+            strftime(&buf, buf.count, "%Y-%m-%d %H:%M:%S UTC", &tmv)
+            return "\(size), modified \(String(cString: buf))"
+        }
+
+        /// A sync engine's copy of an internal file: of `.pvdir` (another version of the
+        /// folder's parameters, whose names are read too), of a long-name companion (the same
+        /// name), of the mount lock or a temp file. Reported, never moved or deleted.
+        mutating func internalCopy(_ e: OfflineSys.Entry, in dir: VaultDirectory, shown: String, storePath: String) {
+            guard let r = ConflictName.root(e.name) else { return }
+            let engine = Fsck.engineName(r.marks[0].engine)
+            if r.original == DirectoryInfo.fileName {
+                let detail: String
+                do {
+                    let other = try DirectoryInfo.readFile(dirfd: dir.fd, name: e.name, keyring: tree.keyring)
+                    let same = other.id == dir.info.id
+                    detail = "a \(engine) conflict copy of this folder's \(DirectoryInfo.fileName) (two devices "
+                        + (same ? "changed its default class: \(other.defaultClass) there, \(dir.info.defaultClass) in \(DirectoryInfo.fileName), which new files get)"
+                                : "created the folder: the names written under either are shown; new ones go under \(DirectoryInfo.fileName))")
+                } catch {
+                    detail = "a \(engine) conflict copy of this folder's \(DirectoryInfo.fileName) that cannot be used (\(Fsck.detail(error))): names written under it are not shown"
+                }
+                report(dir.path.description, storePath, .syncConflict, detail)
+            } else if r.original.hasSuffix(NameCodec.companionSuffix) {
+                report(shown, storePath, .syncConflict, "a \(engine) conflict copy of a long-name companion (it holds the same name): can be deleted")
+            } else {
+                report(shown, storePath, .syncConflict, "a \(engine) conflict copy of the internal file \(r.original): can be deleted")
+            }
         }
 
         /// The lstat of entry `e` of `dir`; nil if it vanished meanwhile, or (reported
@@ -334,11 +421,12 @@ public final class Fsck {
 
         struct NameProblem: Error { let kind: FsckProblem.Kind; let detail: String }
 
-        /// The name checks of `NameCodec.decode`, each failure with its own kind.
-        func decodeName(_ e: OfflineSys.Entry, in dir: VaultDirectory) -> Result<[UInt8], NameProblem> {
-            var full = e.name
+        /// The name checks of `NameCodec.decode`, each failure with its own kind: the entry
+        /// `name`, under every version of the directory's `.pvdir`.
+        func decodeName(_ name: String, in dir: VaultDirectory) -> Result<[UInt8], NameProblem> {
+            var full = name
             if full.hasPrefix(NameCodec.longPrefix) {
-                let companion = Array((e.name + NameCodec.companionSuffix).utf8CString)
+                let companion = Array((name + NameCodec.companionSuffix).utf8CString)
                 let fd: Int32
                 do { fd = try FileIO.openRegular(dir.fd, companion, what: "long-name companion") }
                 catch StoreError.io(let err, _) where err == ENOENT {
@@ -357,14 +445,14 @@ public final class Fsck {
                     return .failure(NameProblem(kind: .longNameCompanionMismatch, detail: "long-name companion is too large"))
                 }
                 full = String(decoding: bytes, as: UTF8.self)
-                guard NameCodec.isCanonicalCompanion(full, of: e.name) else {
+                guard NameCodec.isCanonicalCompanion(full, of: name) else {
                     return .failure(NameProblem(kind: .longNameCompanionMismatch, detail: "long-name companion does not match its entry"))
                 }
             }
             guard let sealed = Base64URL.decode(full) else {
                 return .failure(NameProblem(kind: .foreignEntry, detail: "not a PhotoVault name (a sync tool's conflict copy or a foreign file?)"))
             }
-            guard let plain = try? tree.names.names.open(sealed, domain: dir.info.id) else {
+            guard let plain = ([dir.info.id] + dir.info.alternateIDs).lazy.compactMap({ try? self.tree.names.names.open(sealed, domain: $0) }).first else {
                 return .failure(NameProblem(kind: .nameUndecryptable, detail: "name failed authentication (renamed or modified in the store)"))
             }
             // Authentic but no file name (as NameCodec.decode): never walked or joined into a
@@ -443,11 +531,15 @@ public final class Fsck {
             }
             defer { content.close() }
             if let id = content.header?.fileID {
-                if let first = fileIDs[id], first.dev != UInt64(st.st_dev) || first.ino != UInt64(st.st_ino) {
+                // A sync engine's conflict copy is the same file edited on another device: same
+                // header, same file ID (docs/SYNC.md). Not a copied header.
+                let origin = Walk.join(StorePath.dirname(storePath) == "." ? "" : StorePath.dirname(storePath),
+                                       ConflictName.root(e.name)?.original ?? e.name)
+                if let first = fileIDs[id], first.dev != UInt64(st.st_dev) || first.ino != UInt64(st.st_ino), first.origin != origin {
                     report(display, storePath, .fileIDShared,
                            "has the file ID of \(first.path), another file: a header copied from it, so chunks can be moved between the two undetected")
                 } else if fileIDs[id] == nil {
-                    fileIDs[id] = (UInt64(st.st_dev), UInt64(st.st_ino), display)
+                    fileIDs[id] = (UInt64(st.st_dev), UInt64(st.st_ino), display, origin)
                 }
             }
             let size: UInt64
@@ -695,27 +787,15 @@ public final class Fsck {
                 } catch {
                     return leaveInPlace(shown, storePath, "\(error)")
                 }
-                if isLong && e.name.hasPrefix(NameCodec.longPrefix) {
-                    unlinkat(dir.fd, e.name + NameCodec.companionSuffix, 0)
+                if isLong {
+                    // Kept while a sync engine's copy of the entry still needs it.
+                    NameCodec.removeCompanion(ofEntry: e.name, in: dir.fd)
                 }
                 summary.actions.append(.movedToLostAndFound(storePath: storePath, name: name))
                 try AtomicFile.syncDirectory(lf.fd, summary.lostAndFound + "/" + name)
                 try AtomicFile.syncDirectory(dir.fd, storePath)
                 return
             }
-        }
-
-        /// The entry's plaintext name and the rest of its store name, when the store name is
-        /// an entry name of `dir` followed by something else (a sync tool's conflict copy:
-        /// `NAME.sync-conflict-20261206-101010-ABCDEFG`, `NAME (conflicted copy 2026-12-06)`).
-        /// Nil when no prefix decrypts. Long names (`~hash...`) are not recovered this way.
-        func recoveredName(_ e: OfflineSys.Entry, in dir: VaultDirectory) -> ([UInt8], String)? {
-            let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-            let bytes = Array(e.name.utf8)
-            let n = bytes.prefix { alphabet.contains($0) }.count
-            guard n > 0, n < bytes.count, let sealed = Base64URL.decode(String(decoding: bytes[..<n], as: UTF8.self)),
-                  let plain = try? tree.names.names.open(sealed, domain: dir.info.id), NameCodec.isFileName(plain) else { return nil }
-            return (plain, String(decoding: bytes[n...], as: UTF8.self))
         }
 
         /// Whether entry `e` (whose name does not decrypt) is a regular file that is no

@@ -43,11 +43,24 @@ public struct FsckProblem: Equatable, Sendable, CustomStringConvertible {
         /// The entry could not be read (I/O error, permission, a locked class key): not
         /// damage, the bytes may be intact. Reported only; repair never moves it.
         case unreadable
+        /// A sync engine's conflict copy (docs/SYNC.md): of a file (shown in the view under
+        /// the original's name with the engine's mark; both versions' sizes and times are in
+        /// the detail), of a folder's `.pvdir` (names are read under both), or of another
+        /// internal file. Not damage: fsck exits 0 for it, and repair never moves it.
+        case syncConflict
+        /// A file a sync engine or desktop leaves in a synced folder (`.stfolder`,
+        /// `.syncthing.*.tmp`, `.DS_Store`, `Thumbs.db`, ...): foreign, but not damage. Left
+        /// alone by the view and by repair.
+        case syncDebris
         /// `--repair` could not move a damaged entry into `/lost+found` (it cannot be created
         /// or opened, or the rename failed): the entry is left in place, the repair went on
         /// with the others. Reported after the entry's damage, with the error.
         case repairFailed
     }
+
+    /// Whether this kind is damage (fsck's exit code 21); sync conflicts and sync debris are
+    /// reported, not damage.
+    public var isDamage: Bool { kind != .syncConflict && kind != .syncDebris }
 
     /// Plaintext vault path; when the entry's own name is damaged, the plaintext path of its
     /// directory followed by the ciphertext entry name.
@@ -113,7 +126,10 @@ public struct FsckSummary: Equatable, Sendable {
     /// `lost+found`, or `lost+found.N` when a `lost+found` that is not a directory is in the way.
     public var lostAndFound = Fsck.lostAndFoundName
 
-    public var isClean: Bool { problems.isEmpty }
+    /// No problem that is damage (sync conflicts and debris are only reported).
+    public var isClean: Bool { !problems.contains { $0.isDamage } }
+    /// Problems that are damage (the count of exit code 21's message).
+    public var damageCount: Int { problems.filter(\.isDamage).count }
 
     /// The problems no action of `--repair` dealt with: those whose entry was neither moved
     /// into lost+found nor removed (damaged xattrs, a shared file ID, an unreadable entry, a

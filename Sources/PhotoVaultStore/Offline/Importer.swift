@@ -113,7 +113,7 @@ public final class Importer {
             let (dirfd, cname, name, st) = try Importer.openSource(source)
             defer { close(dirfd) }
             let plain = Array(name.utf8)
-            let entry = VaultEntry(parent: destDir, name: plain, encoded: tree.names.encode(plain, in: destDir.info))
+            let entry = VaultEntry(parent: destDir, name: plain, encoded: tree.names.locate(plain, in: destDir.info, dirfd: destDir.fd))
             let local = Importer.trimmed(source)
             do { try run.entry(dirfd: dirfd, name: cname, stat: st, to: entry, local: local, resolver: resolver) }
             catch { throw Importer.locate(error, at: local) }
@@ -334,7 +334,7 @@ public final class Importer {
                     let childLocal = stack[i].local + "/" + child.name
                     do {
                         guard let cst = try OfflineSys.lstat(srcfd, child.cName) else { continue }   // vanished meanwhile
-                        let e = VaultEntry(parent: dir, name: child.raw, encoded: tree.names.encode(child.raw, in: dir.info))
+                        let e = VaultEntry(parent: dir, name: child.raw, encoded: tree.names.locate(child.raw, in: dir.info, dirfd: dir.fd))
                         if OfflineSys.isDirectory(cst) {
                             if let sub = try enter(dirfd: srcfd, name: child.cName, stat: cst, to: e, local: childLocal,
                                                    resolver: resolver) {

@@ -105,7 +105,7 @@ public struct VaultResolver {
                    made: (VaultEntry) -> Void = { _ in }) throws -> VaultDirectory {
         var current = root
         for name in path.components {
-            let entry = VaultEntry(parent: current, name: name, encoded: tree.names.encode(name, in: current.info))
+            let entry = VaultEntry(parent: current, name: name, encoded: tree.names.locate(name, in: current.info, dirfd: current.fd))
             if try entry.stat() == nil {
                 guard create else { throw StoreError.notFound(entry.path.description) }
                 try makeDirectory(entry, mode: mode, made: made)
@@ -120,7 +120,7 @@ public struct VaultResolver {
     public func entry(_ path: VaultPath, createParents: Bool = false, made: (VaultEntry) -> Void = { _ in }) throws -> VaultEntry {
         guard let name = path.lastName else { throw StoreError.invalidArgument("the vault root has no entry of its own") }
         let parent = try directory(path.parent, create: createParents, made: made)
-        return VaultEntry(parent: parent, name: name, encoded: tree.names.encode(name, in: parent.info))
+        return VaultEntry(parent: parent, name: name, encoded: tree.names.locate(name, in: parent.info, dirfd: parent.fd))
     }
 
     /// Opens an existing entry as a directory: `O_PATH | O_NOFOLLOW` first (a symlink or a
