@@ -32,7 +32,7 @@ let package = Package(
         .target(name: "PhotoVaultSession", dependencies: ["PhotoVaultCrypto", "CSystemd"]),
         // 5c. Desktop privacy: the traces a desktop keeps of the files it shows (thumbnail cache,
         //     recent files, search indexers). Knows paths and file formats, not the store.
-        .target(name: "PhotoVaultPrivacy", dependencies: ["CLinux", "COpenSSL"]),
+        .target(name: "PhotoVaultPrivacy", dependencies: ["CLinux"]),
         // 6. The command: argument parsing, help, and the commands themselves.
         .target(name: "PhotoVaultCLI", dependencies: ["PhotoVaultStore", "PhotoVaultFS", "PhotoVaultLock", "PhotoVaultSession", "PhotoVaultPrivacy", "PhotoVaultCrypto", "CLinux"]),
         .executableTarget(name: "photovault", dependencies: ["PhotoVaultCLI"]),

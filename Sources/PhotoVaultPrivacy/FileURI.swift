@@ -1,4 +1,4 @@
-import COpenSSL
+import Glibc
 
 /// `file://` URIs as GLib writes them (`g_filename_to_uri`), and the thumbnail file names the
 /// freedesktop Thumbnail Managing Standard derives from them: `md5(uri)` in lowercase hex,
@@ -34,13 +34,7 @@ public enum FileURI {
 
     /// The thumbnail's file name without `.png`: lowercase hex MD5 of the URI's bytes.
     public static func thumbnailName(ofURI uri: String) -> String {
-        var digest = [UInt8](repeating: 0, count: 16)
-        var length: UInt32 = 0
-        let bytes = Array(uri.utf8)
-        let ok = bytes.withUnsafeBytes { b in
-            EVP_Digest(b.baseAddress, b.count, &digest, &length, EVP_md5(), nil)
-        }
-        precondition(ok == 1 && length == 16, "MD5 unavailable in libcrypto")
+        let digest = MD5.digest(Array(uri.utf8))
         let hex = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         for d in digest { out.append(hex[Int(d >> 4)]); out.append(hex[Int(d & 15)]) }

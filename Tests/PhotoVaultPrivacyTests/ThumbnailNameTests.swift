@@ -76,4 +76,22 @@ final class ThumbnailNameTests: XCTestCase {
         XCTAssertEqual(p.terminationStatus, 0, String(decoding: err, as: UTF8.self))
         return String(decoding: out, as: UTF8.self)
     }
+
+    /// The MD5 thumbnail names are made with (our own, so that libcrypto's allocator stays
+    /// PhotoVaultCrypto's: AESGCMEngineTests.testFastestEngineIsChosenForThisCPU fails when
+    /// anything else calls libcrypto first): RFC 1321's test suite, and lengths around the
+    /// padding's block boundary.
+    func testMD5MatchesRFC1321() {
+        func hex(_ s: String) -> String { MD5.digest(Array(s.utf8)).map { String(format: "%02x", $0) }.joined() }
+        XCTAssertEqual(hex(""), "d41d8cd98f00b204e9800998ecf8427e")
+        XCTAssertEqual(hex("a"), "0cc175b9c0f1b6a831c399e269772661")
+        XCTAssertEqual(hex("abc"), "900150983cd24fb0d6963f7d28e17f72")
+        XCTAssertEqual(hex("message digest"), "f96b697d7cb7938d525a2f31aaf161d0")
+        XCTAssertEqual(hex("abcdefghijklmnopqrstuvwxyz"), "c3fcd3d76192e4007dfb496cca67e13b")
+        XCTAssertEqual(hex("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"), "d174ab98d277d9f5a5611c2c9f419d9f")
+        XCTAssertEqual(hex(String(repeating: "1234567890", count: 8)), "57edf4a22be3c955ac49da2e2107b67a")
+        XCTAssertEqual(hex(String(repeating: "a", count: 55)), "ef1772b6dff9a122358552954ad0df65")
+        XCTAssertEqual(hex(String(repeating: "a", count: 56)), "3b0c8ac703f828b04c6c197006d17218")
+        XCTAssertEqual(hex(String(repeating: "a", count: 64)), "014842d480b571495a4a0363793f7367")
+    }
 }

@@ -324,10 +324,11 @@ final class OfflineFsckTests: XCTestCase {
             if case .movedToLostAndFound(_, let name) = a { return name }
             return nil
         }.sorted()
-        // A conflict copy is named after its entry's plaintext; the orphan companion, only a
-        // name, is set aside out of view (EverydayFsckTests).
+        // A copy under a name no sync engine makes (a dated Nextcloud copy is shown instead,
+        // SyncConflictTests) is an undecryptable name; the orphan companion, only a name, is
+        // set aside out of view (EverydayFsckTests).
         XCTAssertEqual(moved, [
-            "photos%2Fc.jpg (conflicted copy).jpg",
+            "bad-name photos%2F" + conflict,
             "bad-name photos%2F" + renamed,
             "photos%2Fa.jpg",
             "photos%2Fb.jpg",
@@ -345,12 +346,12 @@ final class OfflineFsckTests: XCTestCase {
         // What was healthy is untouched; quarantined entries with intact content can be recovered.
         let out = scratch + "/out"
         try Exporter(tree: tree).export(paths: ["/photos", "/docs", "/lost+found/bad-name photos%2F" + renamed,
-                                                "/lost+found/photos%2Fc.jpg (conflicted copy).jpg"], to: out)
+                                                "/lost+found/bad-name photos%2F" + conflict], to: out)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: out + "/photos").sorted(), ["ok.jpg"])
         XCTAssertEqual(OfflineFixture.read(out + "/photos/ok.jpg"), contents["/photos/ok.jpg"])
         XCTAssertEqual(OfflineFixture.read(out + "/docs/short.txt"), contents["/docs/short.txt"])
         XCTAssertEqual(OfflineFixture.read(out + "/bad-name photos%2F" + renamed), contents["/photos/c.jpg"])
-        XCTAssertEqual(OfflineFixture.read(out + "/photos%2Fc.jpg (conflicted copy).jpg"), contents["/photos/c.jpg"])
+        XCTAssertEqual(OfflineFixture.read(out + "/bad-name photos%2F" + conflict), contents["/photos/c.jpg"])
         // The damaged file is still refused after the move: quarantine does not make bytes valid.
         XCTAssertThrowsError(try Exporter(tree: tree).export(paths: ["/lost+found/photos%2Fa.jpg"], to: out + "/x")) {
             guard case StoreError.integrity(let p, _)? = $0 as? StoreError else { return XCTFail("\($0)") }

@@ -26,8 +26,13 @@ final class MountWatch: @unchecked Sendable {
         mountID = id
     }
 
-    /// Whether the mount is still in this process's mount namespace.
-    var isPresent: Bool { MountInfoEntry.all().contains { $0.mountID == mountID } }
+    /// Whether the mount is still in this process's mount namespace. A table read as empty
+    /// is a read that failed (every namespace has its root mount), not an unmount: taking it
+    /// for one made the daemon wipe its keys and end a mount that was still in use.
+    var isPresent: Bool {
+        let all = MountInfoEntry.all()
+        return all.isEmpty || all.contains { $0.mountID == mountID }
+    }
 
     /// Calls `gone` once, on a thread of its own, when the mount has left the namespace.
     /// The kernel flags /proc/self/mountinfo (POLLPRI) at every change of the mount table;

@@ -130,7 +130,13 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
 
     static let probePrefix = AtomicFile.tempPrefix + "probe-"
 
+    /// One step for a signal (DeferredSignals): an import or export stopped by Ctrl-C while
+    /// it probes the store removes the probe directory first, as it does its own temp files.
     private static func probe(_ parent: Int32) throws -> BackingCapabilities {
+        try DeferredSignals.during { try probeNow(parent) }
+    }
+
+    private static func probeNow(_ parent: Int32) throws -> BackingCapabilities {
         removeStaleProbes(parent)
         let dirName = probePrefix + Base64Hex.random(6)
         guard mkdirat(parent, dirName, 0o700) == 0 else { throw StoreError.posix("mkdir \(dirName)") }
