@@ -47,6 +47,14 @@ static inline long long pv_fs_type(int fd) {
     struct statfs s;
     return fstatfs(fd, &s) == 0 ? (long long)s.f_type : -1;
 }
+/* A write lock on one byte, held by the open file description (F_OFD_SETLKW, 38; the
+   macro needs _GNU_SOURCE), waiting for it: bytes of one lock file stand for separate
+   resources, and two descriptions exclude each other also within one process. */
+static inline int pv_ofd_lock_byte(int fd, long long offset) {
+    struct flock l;
+    l.l_type = F_WRLCK; l.l_whence = SEEK_SET; l.l_start = (off_t)offset; l.l_len = 1; l.l_pid = 0;
+    return fcntl(fd, 38, &l);
+}
 /* syslog is variadic: log one preformatted string. */
 static inline void pv_syslog(int priority, const char *msg) { syslog(priority, "%s", msg); }
 /* memmem is a GNU extension (hidden without _GNU_SOURCE); the tests search process memory with it. */

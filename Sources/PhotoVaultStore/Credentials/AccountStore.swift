@@ -153,13 +153,16 @@ public struct AccountStore {
         guard PasswordPolicy.codePoints(old) > 0 else { throw StoreError.emptyPassword }
         try PasswordPolicy.check(new)
         let name = try AccountName.derive(user: user, config: config)
-        // The throttle's wait (up to 30 s) comes before the store-wide lock, not under it.
-        throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)
-        try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
-            let record = try loadRecord(name)
-            let payload = try unlockPasswordSlot(record, name: name, password: old, throttleWaited: true)
-            defer { payload.wipe() }
-            try rewrapPasswordSlot(record, name: name, payload: payload, password: new, parameters: parameters)
+        // The throttle's wait (up to 30 s) comes before the store-wide lock, not under it;
+        // the account's attempt lock, before both.
+        try AttemptLock.withLock(accountsDir: layout.accountsDir, name: name) {
+            throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)
+            try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
+                let record = try loadRecord(name)
+                let payload = try unlockPasswordSlot(record, name: name, password: old, throttleWaited: true)
+                defer { payload.wipe() }
+                try rewrapPasswordSlot(record, name: name, payload: payload, password: new, parameters: parameters)
+            }
         }
     }
 
@@ -249,67 +252,69 @@ public struct AccountStore {
         guard !user.isEmpty else { throw StoreError.emptyUsername }
         guard PasswordPolicy.codePoints(password) > 0 else { throw StoreError.emptyPassword }
         let name = try AccountName.derive(user: user, config: config)
-        throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)   // before the lock, as above
-        try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
-            let record = try loadRecord(name)
-            let payload = try unlockPasswordSlot(record, name: name, password: password, throttleWaited: true)
-            defer { payload.wipe() }
-            let (mk, treeID) = try AccountPayload.split(payload)
-            mk.wipe()
-            // A tree that is gone already (lost, never copied with the store) has nothing to
-            // delete or lock: the account is removed all the same.
-            var st = stat()
-            let treeExists = lstat(layout.userTree(treeID), &st) == 0 || errno != ENOENT
-            // A mounted tree is not deleted under its daemon, nor is its account removed: the
-            // mount would go on taking photos into a tree nobody could open once it is
-            // unmounted (without --delete-photos that used to succeed). Its mount lock is taken
-            // first (.storeBusy, and nothing removed, while it is mounted) and held to the end.
-            let root = layout.userTree(treeID)
-            // A busy lock held by a mount that is known now (its registry entry, or its daemon's
-            // flock on the root) is said at once: waiting out the lock timeout first kept every
-            // other account's change (add, passwd, remove) waiting on the store's lock as long.
-            func locking<L>(_ take: (_ timeout: Double) throws -> L) throws -> L {
-                do { return try take(0) } catch StoreError.storeBusy {
-                    if let mounted = busyTree(root, treeID) { throw mounted }
-                    do { return try take(lockTimeout) } catch StoreError.storeBusy { throw busyTree(root, treeID) ?? StoreError.storeBusy }
+        try AttemptLock.withLock(accountsDir: layout.accountsDir, name: name) {
+            throttle.waitBeforeAttempt(accountsDir: layout.accountsDir, name: name)   // before the lock, as above
+            try AccountsLock.withLock(accountsDir: layout.accountsDir, timeout: lockTimeout) {
+                let record = try loadRecord(name)
+                let payload = try unlockPasswordSlot(record, name: name, password: password, throttleWaited: true)
+                defer { payload.wipe() }
+                let (mk, treeID) = try AccountPayload.split(payload)
+                mk.wipe()
+                // A tree that is gone already (lost, never copied with the store) has nothing to
+                // delete or lock: the account is removed all the same.
+                var st = stat()
+                let treeExists = lstat(layout.userTree(treeID), &st) == 0 || errno != ENOENT
+                // A mounted tree is not deleted under its daemon, nor is its account removed: the
+                // mount would go on taking photos into a tree nobody could open once it is
+                // unmounted (without --delete-photos that used to succeed). Its mount lock is taken
+                // first (.storeBusy, and nothing removed, while it is mounted) and held to the end.
+                let root = layout.userTree(treeID)
+                // A busy lock held by a mount that is known now (its registry entry, or its daemon's
+                // flock on the root) is said at once: waiting out the lock timeout first kept every
+                // other account's change (add, passwd, remove) waiting on the store's lock as long.
+                func locking<L>(_ take: (_ timeout: Double) throws -> L) throws -> L {
+                    do { return try take(0) } catch StoreError.storeBusy {
+                        if let mounted = busyTree(root, treeID) { throw mounted }
+                        do { return try take(lockTimeout) } catch StoreError.storeBusy { throw busyTree(root, treeID) ?? StoreError.storeBusy }
+                    }
                 }
-            }
-            var mountLock: TreeLock? = nil
-            if treeExists {
-                // Without --delete-photos the tree stays as it was: a `.pvmount` made now would
-                // date the removal on the tree and so tell which tree lost its account.
-                // A .pvmount that cannot be opened (misshapen) is one no daemon can mount either.
-                do { mountLock = try locking { try TreeLock.mount(root: root, timeout: $0, create: deletePhotos) } }
-                catch StoreError.io where !deletePhotos {} catch StoreError.corruptStore where !deletePhotos {}
-            }
-            defer { mountLock?.release() }
-            // Nor under an offline command (import, export, fsck, class) that works in it: they
-            // hold the tree root's flock for their whole run, so its exclusive lock waits for
-            // them, then keeps new ones out until the tree is gone. Without --delete-photos a
-            // shared lock waits for the writers alone (import, class set, fsck --repair): an
-            // import used to finish into a tree whose account was removed under it, reporting
-            // success for photos nothing can open any more. (A root its owner cannot open, as
-            // after a chmod 000 through the mount, does not keep an account from going.)
-            var treeLock: TreeLock? = nil
-            if treeExists {
-                do { treeLock = try locking { try TreeLock(root: root, mode: deletePhotos ? .exclusive : .shared, timeout: $0) } }
-                catch StoreError.io where !deletePhotos {}
-            }
-            defer { treeLock?.release() }
-            try withAccountsDir { dfd in
-                guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
-                unlinkat(dfd, name.throttleFileName, 0)
-                // The account is gone now; a failed fsync does not bring it back, but a crash
-                // might, so its photos are then kept (a record naming a deleted tree opens to
-                // nothing).
-                try syncOrReport(dfd, name.recordFileName, done: "the account is removed",
-                                 afterCrash: deletePhotos ? "it may be back (its photos were kept for that reason)" : "it may be back")
-            }
-            if deletePhotos {
-                // The account is gone whatever happens here: a failure must say so, not look
-                // like a removal that did not happen ('no such account' on the retry).
-                do { try TreeRemoval.removeRecursively(layout.userTree(treeID)) } catch let StoreError.io(e, context) {
-                    throw StoreError.io(errno: e, context: "the account is removed, but deleting its photos stopped at \(context)")
+                var mountLock: TreeLock? = nil
+                if treeExists {
+                    // Without --delete-photos the tree stays as it was: a `.pvmount` made now would
+                    // date the removal on the tree and so tell which tree lost its account.
+                    // A .pvmount that cannot be opened (misshapen) is one no daemon can mount either.
+                    do { mountLock = try locking { try TreeLock.mount(root: root, timeout: $0, create: deletePhotos) } }
+                    catch StoreError.io where !deletePhotos {} catch StoreError.corruptStore where !deletePhotos {}
+                }
+                defer { mountLock?.release() }
+                // Nor under an offline command (import, export, fsck, class) that works in it: they
+                // hold the tree root's flock for their whole run, so its exclusive lock waits for
+                // them, then keeps new ones out until the tree is gone. Without --delete-photos a
+                // shared lock waits for the writers alone (import, class set, fsck --repair): an
+                // import used to finish into a tree whose account was removed under it, reporting
+                // success for photos nothing can open any more. (A root its owner cannot open, as
+                // after a chmod 000 through the mount, does not keep an account from going.)
+                var treeLock: TreeLock? = nil
+                if treeExists {
+                    do { treeLock = try locking { try TreeLock(root: root, mode: deletePhotos ? .exclusive : .shared, timeout: $0) } }
+                    catch StoreError.io where !deletePhotos {}
+                }
+                defer { treeLock?.release() }
+                try withAccountsDir { dfd in
+                    guard unlinkat(dfd, name.recordFileName, 0) == 0 else { throw StoreError.posix("unlink \(name.recordFileName)") }
+                    unlinkat(dfd, name.throttleFileName, 0)
+                    // The account is gone now; a failed fsync does not bring it back, but a crash
+                    // might, so its photos are then kept (a record naming a deleted tree opens to
+                    // nothing).
+                    try syncOrReport(dfd, name.recordFileName, done: "the account is removed",
+                                     afterCrash: deletePhotos ? "it may be back (its photos were kept for that reason)" : "it may be back")
+                }
+                if deletePhotos {
+                    // The account is gone whatever happens here: a failure must say so, not look
+                    // like a removal that did not happen ('no such account' on the retry).
+                    do { try TreeRemoval.removeRecursively(layout.userTree(treeID)) } catch let StoreError.io(e, context) {
+                        throw StoreError.io(errno: e, context: "the account is removed, but deleting its photos stopped at \(context)")
+                    }
                 }
             }
         }
@@ -378,6 +383,19 @@ public struct AccountStore {
     /// account's add, passwd, reset and remove into 'store busy' for as long as they went on.
     private func unlockPasswordSlot(_ record: AccountRecord, name: AccountName, password: SecureBytes,
                                     throttleWaited: Bool = false) throws -> SecureBytes {
+        // A caller that waited holds the account's attempt lock already (a second one, on
+        // another description, would wait for the first).
+        guard throttleWaited else {
+            return try AttemptLock.withLock(accountsDir: layout.accountsDir, name: name) {
+                try judgePasswordSlot(record, name: name, password: password, throttleWaited: false)
+            }
+        }
+        return try judgePasswordSlot(record, name: name, password: password, throttleWaited: true)
+    }
+
+    /// `unlockPasswordSlot`'s work, under the account's attempt lock.
+    private func judgePasswordSlot(_ record: AccountRecord, name: AccountName, password: SecureBytes,
+                                   throttleWaited: Bool) throws -> SecureBytes {
         try AccountRecord.checkCost(record.kdf, floor: config.kdfFloor)
         let device = try deviceSecret(for: record)
         defer { device?.wipe() }

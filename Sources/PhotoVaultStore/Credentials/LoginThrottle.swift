@@ -18,7 +18,8 @@ import Glibc
 /// This only limits guessing *through photovault*. Anyone who can read the record can
 /// guess offline at the Argon2id cost and ignore this file; anyone who can write the
 /// directory can delete it. A read-only store (EROFS) still opens, uncounted: nobody fills
-/// it, and nothing could be counted there. Two simultaneous failures may count once.
+/// it, and nothing could be counted there. Guesses at one account are judged one at a time
+/// (`AttemptLock`), so that each is counted and waits the delay the one before it set.
 public struct LoginThrottle: Sendable {
     /// Failures allowed without any delay.
     public var freeAttempts: Int = 3
