@@ -52,6 +52,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     case passwordTooLong(maximum: Int)
     case cannotReadPassword(source: String, errno: Int32)
     case externalPasswordCommandFailed(status: Int32)
+    /// A password source that did not answer in time, or said too much (`what` says which).
+    case passwordSourceStalled(String)
     /// Any other failure, with a message for the user.
     case failed(String)
 
@@ -67,7 +69,8 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .vaultLockedAtMount: return ExitCodes.vaultLocked
         case .fsckFoundDamage: return ExitCodes.fsckFoundDamage
         case .fsckRepairIncomplete: return ExitCodes.fsckRepairIncomplete
-        case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed:
+        case .passwordsDoNotMatch, .noTerminal, .passwordTooLong, .cannotReadPassword, .externalPasswordCommandFailed,
+             .passwordSourceStalled:
             return ExitCodes.passwordNotRead
         case .notImplemented, .failed, .otherUsersMount:
             return ExitCodes.generic
@@ -127,6 +130,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .passwordTooLong(let m): return "the password is longer than \(m) bytes"
         case .cannotReadPassword(let s, let e): return "cannot read the password from \(s): \(String(cString: strerror(e)))"
         case .externalPasswordCommandFailed(let st): return "the --extpass command failed (exit status \(st))"
+        case .passwordSourceStalled(let what): return what
         case .failed(let m): return m
         }
     }

@@ -16,12 +16,14 @@ extension CommandSpec {
         OptionSpec("passfile", value: "FILE",
                    help: "Read the password from the first line of FILE (the trailing newline is removed). "
                        + "Keep FILE yours and mode 600: one other users can read or write, or another user's, "
-                       + "is used with a warning."),
+                       + "is used with a warning. A FIFO must be opened for writing within 5 s and give the line "
+                       + "within 120 s."),
         OptionSpec("password-stdin",
                    help: "Read the password from the first line of standard input."),
         OptionSpec("extpass", value: "CMD",
                    help: "Run CMD with /bin/sh -c and use the first line it prints as the password "
-                       + "(for a password manager or pinentry).",
+                       + "(for a password manager or pinentry). CMD must print that line within 120 s, then "
+                       + "end within 5 s, printing at most 1 MiB more; else it is stopped.",
                    completion: .command),
     ]
 

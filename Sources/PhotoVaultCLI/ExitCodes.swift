@@ -58,7 +58,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: 24, meaning: "not found"),
         ExitCodeEntry(code: deadMount, meaning: "the mountpoint holds a dead mount (its daemon is gone; unmount it first)"),
         ExitCodeEntry(code: partialTransfer, meaning: "import or export skipped some entries (each named on stderr); the rest was copied"),
-        ExitCodeEntry(code: passwordNotRead, meaning: "the password could not be read (no terminal, the two entries differ, too long, or its file or command failed)"),
+        ExitCodeEntry(code: passwordNotRead, meaning: "the password could not be read (no terminal, the two entries differ, too long, or its file or command failed or did not answer in time)"),
         ExitCodeEntry(code: notConfirmedOnDisk, meaning: "the change took effect but could not be confirmed on disk (a crash may undo it; the message says what)"),
         ExitCodeEntry(code: fsckRepairIncomplete, meaning: "fsck --repair could not move some damaged entries into lost+found (each named); the rest was repaired"),
         ExitCodeEntry(code: 30, meaning: "keys cannot be kept in memory locked against swapping (the locked-memory limit, ulimit -l, is too small)"),

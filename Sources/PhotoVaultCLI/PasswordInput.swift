@@ -1,6 +1,7 @@
 import Glibc
 import PhotoVaultCrypto
 import PhotoVaultStore
+import CLinux
 
 /// Where one password comes from. Never argv, never the environment.
 public enum PasswordSource: Equatable, Sendable {
@@ -70,13 +71,17 @@ public struct PasswordInput {
                      fileKind: String = "password file") throws -> SecureBytes {
         switch source {
         case .file(let path):
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            // Non-blocking: opening a FIFO nobody writes to waited for ever (PasswordWait).
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
             guard fd >= 0 else { throw CLIError.cannotReadPassword(source: path, errno: errno) }
             defer { close(fd) }
             var st = stat()
-            if fstat(fd, &st) == 0, let problem = Self.exposure(of: path, st, euid: geteuid(), kind: fileKind) {
+            guard fstat(fd, &st) == 0 else { throw CLIError.cannotReadPassword(source: path, errno: errno) }
+            if let problem = Self.exposure(of: path, st, euid: geteuid(), kind: fileKind) {
                 warn(problem)
             }
+            if st.st_mode & S_IFMT == S_IFIFO { return try PasswordWait.readFirstLine(fifo: fd, path: path) }
+            _ = fcntl(fd, F_SETFL, pv_fcntl_getfl(fd) & ~O_NONBLOCK)
             return try readFirstLine(fd, what: path)
         case .standardInput:
             return try readFirstLine(standardInputFD, what: "standard input")
@@ -175,19 +180,17 @@ public struct PasswordInput {
             close(fds[0])
             throw CLIError.cannotReadPassword(source: "--extpass", errno: rc)
         }
-        let line = Result { try readFirstLine(fds[0], what: "the --extpass command") }
-        // Drain the rest so the command does not die of SIGPIPE, zeroing what we read.
-        var scratch = [UInt8](repeating: 0, count: 512)
-        while true {
-            let r = Glibc.read(fds[0], &scratch, scratch.count)
-            if r > 0 { continue }
-            if r < 0 && errno == EINTR { continue }
-            break
-        }
-        for i in scratch.indices { scratch[i] = 0 }
+        // Bounded in time and size (PasswordWait): `--extpass yes` used to be read to its end,
+        // for ever, at full CPU.
+        let line = Result { try PasswordWait.readExternal(fds[0], pid: pid) }
         close(fds[0])
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let reaped = PasswordWait.reap(pid)
+        if case .failure(let e) = line, case CLIError.passwordSourceStalled = e { throw e }
+        guard let status = reaped else {
+            if case .success(let s) = line { s.wipe() }
+            throw CLIError.passwordSourceStalled("the --extpass command did not end within \(Int(PasswordWait.endSeconds)) s "
+                                                 + "of closing its output; it was stopped")
+        }
         let exited = (status & 0x7f) == 0
         let code = exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         guard code == 0 else {
