@@ -7,7 +7,7 @@ RUNTIME=(libfuse3-dev fuse3 libsodium-dev libssl-dev libipsec-mb-dev libsystemd-
 # mount (mount, umount: tmpfs and bind mounts) and passwd (useradd: the other-user tests) are
 # Priority: required, on every Debian system; listed so what the tests run is all named here.
 # btrfs-progs and xfsprogs: mkfs for the full copy-on-write store tests (MountFullCopyOnWriteTests).
-TEST=(dbus libglib2.0-bin python3-dbus rsync attr tar util-linux mount passwd xxd python3-gi gir1.2-gnomedesktop-3.0 libgdk-pixbuf2.0-bin shared-mime-info groff-base sqlite3 procps strace btrfs-progs xfsprogs)
+TEST=(dbus libglib2.0-bin python3-dbus rsync attr tar util-linux mount passwd xxd python3-gi gir1.2-gnomedesktop-3.0 libgdk-pixbuf2.0-bin shared-mime-info groff-base sqlite3 procps strace btrfs-progs xfsprogs exfat-fuse exfatprogs)
 BENCH=(gocryptfs fio gcc)
 want=("${RUNTIME[@]}")
 case "${1:-runtime}" in

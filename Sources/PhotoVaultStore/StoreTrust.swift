@@ -1,4 +1,5 @@
 import Glibc
+import CLinux
 
 /// Who may change a store's directories, judged as ssh's StrictModes judges `~/.ssh`
 /// (FORMAT.md section 2). Another user who made the store path first (mode 0777, theirs)
@@ -13,6 +14,11 @@ import Glibc
 ///   add entries there but not rename or remove the store.
 ///
 /// The path is judged as it resolves (symlinks followed), as the store is used.
+///
+/// On a drive whose modes are set for the whole drive at mount time (FAT, exFAT and NTFS,
+/// also through exfat-fuse or ntfs-3g, which mount with allow_other and default_permissions:
+/// the modes shown are the ones the kernel enforces) the fix is a mount option, and the
+/// message says so.
 public enum StoreTrust {
     /// Throws `.untrustedStore` naming the first directory that fails, what is wrong with it
     /// and how to fix it. Directories that do not exist (yet) are not judged.
@@ -75,10 +81,30 @@ public enum StoreTrust {
         }
         let sticky = st.st_mode & S_ISVTX != 0
         if st.st_mode & 0o022 != 0 && (isStore || !sticky) {
+            let kind = fileSystemKind(path)
             let who = st.st_mode & 0o002 != 0 ? "every user" : "its group"
+            let fix = kind == .modesFromMountOptions
+                ? "mount that drive with umask=077 (its modes are set for the whole drive when it is mounted), "
+                  + "or run 'chmod go-w \(path)' where the drive keeps modes"
+                : "run 'chmod go-w \(path)'"
             throw StoreError.untrustedStore(
                 "\(what) can be written by \(who) (mode \(String(st.st_mode & 0o7777, radix: 8))): another user could "
-                + "change the store; run 'chmod go-w \(path)'")
+                + "change the store; \(fix)")
+        }
+    }
+
+    enum FileSystemKind { case ordinary, modesFromMountOptions }
+
+    /// What the modes of the file system holding `path` mean (statfs's f_type).
+    static func fileSystemKind(_ path: String) -> FileSystemKind {
+        let fd = open(path, pv_o_path() | O_CLOEXEC)
+        guard fd >= 0 else { return .ordinary }
+        defer { close(fd) }
+        switch pv_fs_type(fd) {
+        // MSDOS, EXFAT, NTFS, FUSE (exfat-fuse, ntfs-3g; for sshfs and the like a mount
+        // option, umask= or the server's modes, is the fix too)
+        case 0x4d44, 0x2011_BAB0, 0x5346_544e, 0x6573_5546: return .modesFromMountOptions
+        default: return .ordinary
         }
     }
 }

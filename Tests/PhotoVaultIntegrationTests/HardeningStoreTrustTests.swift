@@ -50,6 +50,7 @@ final class HardeningStoreTrustTests: XCTestCase {
             assertRefused(sb.pv(["user", "list"] + common), tail)
             assertRefused(sb.pv(["user", "add", "bob", "--passfile", sb.passfile] + common), tail)
             let mp = sb.plainDir("mnt")
+            sb.mounts.append(mp)   // unmounted at the end should it mount after all
             assertRefused(sb.pv(["mount", mp, "--user", "alice", "--passfile", sb.passfile, "--no-dbus"] + common), tail)
             XCTAssertFalse(Harness.isMounted(mp))
             XCTAssertEqual(chmod(dir, 0o700), 0)
@@ -85,5 +86,32 @@ final class HardeningStoreTrustTests: XCTestCase {
         XCTAssertEqual(sb.pv(["user", "list", "--store", sb.root + "/link"]).status, 33)
         XCTAssertEqual(chmod(above, 0o755), 0)
         XCTAssertEqual(sb.pv(["user", "list", "--store", sb.root + "/link"]).status, 0)
+    }
+
+    /// On an exFAT drive through exfat-fuse (as issue 39 uses them) every mode is the
+    /// drive's, set by its mount options, and enforced (exfat-fuse mounts with allow_other
+    /// and default_permissions): 777 with umask=0 is refused with the mount option to use;
+    /// with umask=077 the store works.
+    func testAStoreOnAnExfatDriveIsJudgedByTheModesItWasMountedWith() throws {
+        XCTAssertEqual(getuid(), 0, "mounting a drive image needs root")
+        let sb = Sandbox("pv-hard-trust-exfat")
+        let img = sb.root + "/exfat.img", drive = sb.root + "/drive"
+        XCTAssertEqual(mkdir(drive, 0o700), 0)
+        let q = Sandbox.quote
+        sb.ok("truncate -s 16M \(q(img)) && mkfs.exfat \(q(img)) >/dev/null")
+        let loop = sb.ok("losetup -f --show \(q(img))").trimmingCharacters(in: .whitespacesAndNewlines)
+        defer { _ = Harness.run(["umount", "-l", drive]); _ = Harness.run(["losetup", "-d", loop]) }
+        // A store made elsewhere and copied onto the drive (init itself needs hard links, which
+        // exFAT lacks: issue 39).
+        sb.initStore()
+        let store = drive + "/store"
+        sb.ok("mount.exfat-fuse -o umask=0 \(q(loop)) \(q(drive)) >/dev/null && cp -r \(q(sb.store)) \(q(store))")
+        assertRefused(sb.pv(["user", "list", "--store", store]),
+                      "the store directory \(store) can be written by every user (mode 777): another user could change the "
+                      + "store; mount that drive with umask=077 (its modes are set for the whole drive when it is mounted), "
+                      + "or run 'chmod go-w \(store)' where the drive keeps modes")
+        sb.ok("umount \(q(drive)) && mount.exfat-fuse -o umask=077 \(q(loop)) \(q(drive)) >/dev/null")
+        let list = sb.pv(["user", "list", "--store", store])
+        XCTAssertEqual(list.status, 0, list.stderr)
     }
 }
