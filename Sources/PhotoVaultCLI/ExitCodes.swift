@@ -65,6 +65,7 @@ public enum ExitCodes {
         ExitCodeEntry(code: 30, meaning: "keys cannot be kept in memory locked against swapping (the locked-memory limit, ulimit -l, is too small)"),
         ExitCodeEntry(code: 31, meaning: "another command changed the account (passwd, reset-password, or remove and add) while passwd waited for the new password; nothing was written"),
         ExitCodeEntry(code: fsckRepaired, meaning: "fsck --repair found damage and repaired all of it (each repair named); the vault is consistent now"),
+        ExitCodeEntry(code: 33, meaning: "the store, or a directory above it, belongs to another user or can be written by others (fix its owner or mode)"),
     ]
 
     public static func meaning(of code: Int32) -> String? { table.first { $0.code == code }?.meaning }

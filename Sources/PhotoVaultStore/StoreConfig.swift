@@ -122,10 +122,14 @@ public struct StoreLayout: Sendable {
     /// a directory's fsync durable only for that directory, as btrfs does.)
     public func initialise(config: StoreConfig) throws {
         if access(configPath, F_OK) == 0 { throw StoreError.storeExists(path: root) }
+        // Judged before anything is made, and again once it is (a directory someone else
+        // made meanwhile, or one that was there: `init` used to take it as it was).
+        try StoreTrust.check(root: root)
         try AtomicFile.makeDirectories(root)
         for d in [accountsDir, usersDir] {
             if mkdir(d, 0o700) != 0 && errno != EEXIST { throw StoreError.posix("mkdir \(d)") }
         }
+        try StoreTrust.check(root: root)
         // Created with link(2) (or NoReplace's locked rename), never renamed over: of two inits at once (two `init`, or
         // `init` and a first mount's offer) only one makes the store. Both used to pass the
         // check above, and the later rename replaced the config (store ID, account-name salt)
@@ -168,6 +172,7 @@ public struct StoreLayout: Sendable {
                 throw StoreError.corruptStore("the store has no \(StorePath.basename(d))/ directory (\(d))")
             }
         }
+        try StoreTrust.check(root: root)
         return try StoreConfig.decode(FileIO.readFile(configPath, limit: 64 * 1024))
     }
 }

@@ -43,11 +43,14 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// (LoginThrottle): the password was not checked, so that filling the store's disk
     /// cannot turn the delays off.
     case attemptNotCounted(errno: Int32)
+    /// The store, or a directory above it, is another user's or writable by others
+    /// (`StoreTrust`); the message says which and how to fix it.
+    case untrustedStore(String)
 
     public var errno: Int32 {
         switch self {
         case .integrity, .corruptRecord, .corruptStore, .unknownVersion, .unknownVersionOf: return EIO
-        case .locked, .wrongPassword, .wrongDevice: return EACCES
+        case .locked, .wrongPassword, .wrongDevice, .untrustedStore: return EACCES
         case .notFound, .noSuchAccount, .storeNotInitialised: return ENOENT
         case .exists, .accountExists, .storeExists: return EEXIST
         case .noSpace, .destinationFull: return ENOSPC
@@ -79,6 +82,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .locked: return 23
         case .notFound: return 24
         case .invalidArgument: return 2
+        case .untrustedStore: return 33
         case .io: return 1
         case .notConfirmedOnDisk: return 28
         case .keyMemoryNotLocked: return 30
@@ -116,6 +120,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .destinationFull(let p): return "no space left on the device holding \(p)"
         case .io(let e, let c): return "\(c): \(String(cString: strerror(e)))"
         case .invalidArgument(let d): return d
+        case .untrustedStore(let d): return "refusing the store: " + d
         case .notConfirmedOnDisk(let done, let afterCrash, let e):
             return "\(done), but the change could not be confirmed on disk (fsync of its directory: "
                 + "\(String(cString: strerror(e)))): after a crash \(afterCrash)"

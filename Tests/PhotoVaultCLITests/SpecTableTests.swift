@@ -58,7 +58,7 @@ final class SpecTableTests: XCTestCase {
             .wrongDevice, .integrity(path: "/a", detail: "tag"), .locked, .notFound("/a"), .exists("/a"),
             .noSpace, .destinationFull("/d"), .io(errno: EIO, context: "read"), .invalidArgument("bad"),
             .notConfirmedOnDisk(done: "done", afterCrash: "undone", errno: EIO),
-            .attemptNotCounted(errno: ENOSPC), .attemptNotCounted(errno: EIO),
+            .attemptNotCounted(errno: ENOSPC), .attemptNotCounted(errno: EIO), .untrustedStore("x"),
         ]
         for e in storeErrors {
             XCTAssertNotNil(ExitCodes.meaning(of: e.exitCode), "StoreError \(e) -> \(e.exitCode) not in the table")

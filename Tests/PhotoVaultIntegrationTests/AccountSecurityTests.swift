@@ -66,9 +66,12 @@ final class AccountSecurityTests: XCTestCase {
     /// A store whose filesystem is full cannot count a wrong password: guesses there used to
     /// be judged all the same, uncounted, so filling the disk turned the delays off. Now a
     /// password whose attempt cannot be counted is not checked at all, the right one neither:
-    /// one line, exit 19 (the full-disk code). The spare block `accounts/throttle-reserve`
-    /// lets the owner in all the same, and one wrong guess is counted in its place. With
-    /// space back, attempts count again.
+    /// one line, exit 19 (the full-disk code). On a full disk a count goes into a block the
+    /// throttle holds already: the spare block `accounts/throttle-reserve`, then the count
+    /// file itself, overwritten in place. So every guess is counted and judged, and the owner
+    /// gets in, after wrong guesses too (issue 35: one wrong guess used to use up the spare
+    /// block, and the right password was refused until space was freed). Only without either
+    /// is nothing judged. With space back, attempts count again.
     func testAFullStoreRefusesToCheckAPasswordItCannotCount() throws {
         let s = Sandbox("acct-full")
         let release = s.storeOnOwnFilesystem(size: "2m")
@@ -93,19 +96,28 @@ final class AccountSecurityTests: XCTestCase {
             XCTAssertEqual(right.status, 0, "right password \(i + 1) on a full store: \(right.stderr)")
         }
         XCTAssertEqual(try entries { $0.hasSuffix(".throttle") || $0.contains(".pvtmp-") }, [])
-        // One wrong guess is counted in its place and judged; later ones cannot be counted and
-        // are not judged, the right password included, until space is freed.
-        assertFailure(fsck(wrong), 5, "wrong password")
-        for i in 0..<5 {
-            assertFailure(fsck(wrong), 19, "the password was not checked", "wrong password \(i + 2) on a full store:")
-        }
-        let right = fsck(s.passfile)
-        assertFailure(right, 19, "no space left on the device holding the store", "the right password on a full store:")
-        XCTAssertTrue(right.stderr.contains("the password was not checked"), right.stderr)
-        XCTAssertEqual(try entries { $0.hasSuffix(".throttle") }.count, 1)
+        // Wrong guesses are counted (the first in the spare block's place, the next over that
+        // count) and judged; the right password still gets in and gives the block back.
+        for _ in 0..<3 { assertFailure(fsck(wrong), 5, "wrong password") }
+        let counts = try entries { $0.hasSuffix(".throttle") }
+        XCTAssertEqual(counts.count, 1)
+        let count = try String(contentsOfFile: accounts + "/" + counts[0], encoding: .utf8)
+        XCTAssertTrue(count.hasPrefix(#"{"failures":3,"#) || count.contains(#""failures":3"#), count)
         XCTAssertEqual(try entries { $0.contains(".pvtmp-") || $0 == "throttle-reserve" }, [])
+        let rightAfterGuesses = fsck(s.passfile)
+        XCTAssertEqual(rightAfterGuesses.status, 0, "the right password after wrong ones on a full store: \(rightAfterGuesses.stderr)")
+        XCTAssertEqual(try entries { $0 == "throttle-reserve" || $0.hasSuffix(".throttle") }, ["throttle-reserve"])
+        // Without the spare block and without a count, nothing can be counted: not judged.
+        s.ok("rm \(Sandbox.quote(accounts))/throttle-reserve")
+        let refill = s.run("dd if=/dev/zero of=\(Sandbox.quote(s.store))/filler-again bs=4k")
+        XCTAssertTrue(refill.stderr.contains("No space left on device"), refill.stderr)
+        assertFailure(fsck(wrong), 19, "the password was not checked", "a wrong password with no block to count in:")
+        let right = fsck(s.passfile)
+        assertFailure(right, 19, "no space left on the device holding the store", "the right password with no block to count in:")
+        XCTAssertTrue(right.stderr.contains("the password was not checked"), right.stderr)
+        XCTAssertEqual(try entries { $0.hasSuffix(".throttle") || $0.contains(".pvtmp-") }, [])
         // Space back: wrong passwords are judged and counted, the right one clears the count.
-        s.ok("rm \(Sandbox.quote(s.store))/filler")
+        s.ok("rm \(Sandbox.quote(s.store))/filler \(Sandbox.quote(s.store))/filler-again")
         for _ in 0..<2 { assertFailure(fsck(wrong), 5, "wrong password") }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: accounts).filter { $0.hasSuffix(".throttle") }.count, 1)
         let later = fsck(s.passfile)

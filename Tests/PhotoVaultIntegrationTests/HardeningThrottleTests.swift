@@ -30,9 +30,9 @@ final class HardeningThrottleTests: XCTestCase {
         let guess = { sb.pv(["class", "list", "/", "--store", sb.store, "--user", "alice", "--passfile", wrong], timeout: 60) }
         XCTAssertEqual(guess().status, 5)
         let file = try throttleFile(sb)
-        // Three failures, the last long ago: the next guess goes at once, then 1, 2 and 4 s
+        // Four failures, the last long ago: the next guess goes at once, then 2, 4 and 8 s
         // between the next ones (CREDENTIALS.md, "Throttling").
-        let state = #"{"failures":3,"lastFailure":\#(Date().timeIntervalSince1970 - 100)}"#
+        let state = #"{"failures":4,"lastFailure":\#(Date().timeIntervalSince1970 - 100)}"#
         try state.write(toFile: file, atomically: true, encoding: .utf8)
 
         let n = 4
@@ -45,8 +45,9 @@ final class HardeningThrottleTests: XCTestCase {
         }
         let elapsed = Date().timeIntervalSince(start)
         XCTAssertEqual(statuses, Array(repeating: 5, count: n))
-        XCTAssertEqual(failures(file), 3 + n, "every parallel guess must be counted")
-        XCTAssertGreaterThanOrEqual(elapsed, 6.5, "the parallel guesses must wait 1 + 2 + 4 s, as in a row")
+        XCTAssertEqual(failures(file), 4 + n, "every parallel guess must be counted")
+        // 14 s of waits alone; the old code judged all four within about 5 s here.
+        XCTAssertGreaterThanOrEqual(elapsed, 13.5, "the parallel guesses must wait 2 + 4 + 8 s, as in a row")
 
         // The right password waits its turn too, and opens.
         let right = T.pv(sb, ["class", "list", "/"])

@@ -31,9 +31,14 @@ final class HardeningUnmountTests: XCTestCase {
         XCTAssertTrue(Harness.waitUntil(10) { MountProbe.hasEnded(pid) },
                       "the daemon (pid \(pid)) still runs, with the keys", file: file, line: line)
         if let holder {
-            XCTAssertEqual(statErrno(through: holder, mp), ENOTCONN, "the other namespace's copy must be cut off", file: file, line: line)
+            // ENOTCONN, or ECONNABORTED where the kernel says the connection was aborted.
+            let e = statErrno(through: holder, mp)
+            XCTAssertTrue(e == ENOTCONN || e == ECONNABORTED, "the other namespace's copy must be cut off: errno \(e)",
+                          file: file, line: line)
         }
-        XCTAssertEqual(s.pv(["status"]).stdout, "no vault mounted\n", file: file, line: line)
+        // (Not "no vault mounted": other tests' dead mounts of this user may be listed.)
+        let status = s.pv(["status"]).stdout
+        XCTAssertFalse(status.contains(mp), status, file: file, line: line)
         s.mounts.removeAll { $0 == mp }
         let again = s.mount(at: (mp as NSString).lastPathComponent)
         XCTAssertEqual(try? String(contentsOfFile: again + "/a.txt", encoding: .utf8), "kept\n", file: file, line: line)

@@ -34,7 +34,7 @@ final class MountXattrSizeLimitTests: XCTestCase {
     func testValuesUpToTheLimitRoundTripOnATmpfsStore() throws {
         XCTAssertEqual(getuid(), 0, "tmpfs mounts need root")
         let sb = Sandbox("pv-xattr-size-tmpfs")
-        storeOn(sb, "mount -t tmpfs -o size=16m tmpfs \(Sandbox.quote(sb.store))")
+        storeOn(sb, "mount -t tmpfs -o size=16m,mode=0700 tmpfs \(Sandbox.quote(sb.store))")
         defer { _ = Harness.run(["umount", "-l", sb.store]) }
         let mp = sb.mount()
         let photo = mp + "/photo.jpg"
@@ -82,7 +82,7 @@ final class OfflineXattrSizeLimitTests: XCTestCase {
         XCTAssertEqual(getuid(), 0, "tmpfs mounts need root")
         let sb = Sandbox("pv-xattr-size-import")
         let src = sb.plainDir("src")
-        sb.ok("mkdir \(Sandbox.quote(sb.store)) && mount -t tmpfs -o size=16m tmpfs \(Sandbox.quote(sb.store)) "
+        sb.ok("mkdir \(Sandbox.quote(sb.store)) && mount -t tmpfs -o size=16m,mode=0700 tmpfs \(Sandbox.quote(sb.store)) "
               + "&& mount -t tmpfs -o size=4m tmpfs \(Sandbox.quote(src))")
         defer { _ = Harness.run(["umount", "-l", sb.store]); _ = Harness.run(["umount", "-l", src]) }
         sb.initStore()

@@ -70,7 +70,7 @@ final class OfflineCommandTests: XCTestCase {
     /// account: an import of a few MB fills it. Needs root.
     static func sandboxWithSmallStore(_ name: String, _ test: XCTestCase) -> Sandbox {
         let sb = Sandbox(name)
-        sb.ok("mkdir \(Sandbox.quote(sb.store)) && mount -t tmpfs -o size=3m tmpfs \(Sandbox.quote(sb.store))")
+        sb.ok("mkdir \(Sandbox.quote(sb.store)) && mount -t tmpfs -o size=3m,mode=0700 tmpfs \(Sandbox.quote(sb.store))")
         // The block captures the paths, not the sandbox: swift-corelibs-xctest keeps a test
         // case's teardown blocks for the whole run, so a sandbox they held was never
         // deinitialised and its directory stayed in /tmp after every run.

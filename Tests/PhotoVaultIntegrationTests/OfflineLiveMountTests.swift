@@ -448,7 +448,7 @@ final class OfflineLiveMountTests: XCTestCase {
         let during = T.pv(sb, ["import", src, "/during"])
         XCTAssertTrue(during.status == 0 || during.status == 16, during.stderr)
         XCTAssertEqual(sb.ok("ls -A \(Sandbox.quote(mp))"), "", "the import wrote into the bare mountpoint")
-        XCTAssertTrue(Harness.waitUntil(10) { sb.pv(["status"]).stdout == "no vault mounted\n" },
+        XCTAssertTrue(Harness.waitUntil(10) { !sb.pv(["status"]).stdout.contains(mp) },
                       "the daemon must end although a file is still open")
         let offline = T.pv(sb, ["import", src, "/later"])
         XCTAssertEqual(offline.status, 0, offline.stderr)
@@ -507,7 +507,7 @@ final class OfflineLiveMountTests: XCTestCase {
             .trimmingCharacters(in: .whitespacesAndNewlines)
         defer { sb.run("kill \(holder)") }
         XCTAssertEqual(sb.pv(["lock", mp]).status, 0)
-        XCTAssertTrue(Harness.waitUntil(10) { sb.pv(["status"]).stdout == "no vault mounted\n" },
+        XCTAssertTrue(Harness.waitUntil(10) { !sb.pv(["status"]).stdout.contains(mp) },
                       "the daemon must end although a file is still open")
         XCTAssertEqual(sb.run("kill -0 \(holder)").status, 0, "the file must still be open")
         let common = ["--store", sb.store, "--passfile", sb.passfile]

@@ -557,8 +557,13 @@ enum Logger {
             _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress!, $0.count) }
         }
     }
+    /// openlog(3) keeps the pointer, not the text: a Swift string passed to it directly is a
+    /// temporary, and every message went out without its tag (`[PID]: ...`, nothing for
+    /// `journalctl -t photovault` to find). This copy lives as long as the process.
+    nonisolated(unsafe) static let syslogIdent = strdup("photovault")
+
     static func syslog() -> @Sendable (String) -> Void {
-        openlog("photovault", LOG_PID, LOG_USER)
+        openlog(syslogIdent, LOG_PID, LOG_USER)
         return { msg in
             DisplayText.escape(msg).withCString { m in pv_syslog(LOG_NOTICE, m) }
         }

@@ -9,11 +9,13 @@ import Glibc
 /// password is judged, and a right password deletes the file.
 /// An attempt that cannot be counted (a full disk, EIO) is not judged: filling the store's
 /// disk used to leave every guess uncounted, turning the delays off. So that a store whose
-/// disk filled up still opens for its owner (to free space through the mount), `accounts/`
-/// keeps one spare block (`throttle-reserve`, made when an account is added or a right
-/// password is counted): a count that meets ENOSPC gives it up and is written in its place,
-/// and a right password, deleting the count, makes it again. One wrong guess on a full disk
-/// is then counted and judged; the next is refused, as before, until space is freed.
+/// disk filled up still opens for its owner (to free space through the mount), a count that
+/// meets ENOSPC is written into a block the throttle already holds, never into a freed one:
+/// over the account's count file in place, or into `accounts/throttle-reserve` (one spare
+/// block, made when an account is added), which is then renamed to be the count; a right
+/// password renames its count back to be the reserve. The count used to be written after
+/// deleting the reserve, into the block that freed: another process filling the disk took
+/// it first, and the right password was refused (exit 19) with the reserve gone.
 ///
 /// This only limits guessing *through photovault*. Anyone who can read the record can
 /// guess offline at the Argon2id cost and ignore this file; anyone who can write the
@@ -78,9 +80,8 @@ public struct LoginThrottle: Sendable {
             let bytes = Array(try JSONEncoder().encode(state))
             do {
                 try AtomicFile.place(bytes, in: dfd, name: name.throttleFileName, replacing: true)
-            } catch let full as StoreError where (full.errno == ENOSPC || full.errno == EDQUOT)
-                && unlinkat(dfd, Self.reserveFileName, 0) == 0 {
-                try AtomicFile.place(bytes, in: dfd, name: name.throttleFileName, replacing: true)
+            } catch let full as StoreError where full.errno == ENOSPC || full.errno == EDQUOT {
+                guard try Self.countInPlace(bytes, dfd: dfd, name: name) else { throw full }
             }
             // In place, so counted for every later attempt; only a crash could still undo it.
             try? AtomicFile.syncDirectory(dfd, name.throttleFileName)
@@ -94,11 +95,47 @@ public struct LoginThrottle: Sendable {
         let dfd = open(accountsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dfd >= 0 else { return }
         defer { close(dfd) }
-        if unlinkat(dfd, name.throttleFileName, 0) == 0 { _ = fsync(dfd) }
+        // Without a reserve, the count's block becomes it (renamed, not freed: on a full disk
+        // a freed block is taken by whatever fills it before a new reserve could be made).
+        let noReserve = faccessat(dfd, Self.reserveFileName, F_OK, AT_SYMLINK_NOFOLLOW) != 0
+        if noReserve && renameat(dfd, name.throttleFileName, dfd, Self.reserveFileName) == 0
+            || unlinkat(dfd, name.throttleFileName, 0) == 0 {
+            _ = fsync(dfd)
+        }
         Self.keepReserve(in: dfd)
     }
 
-    /// The spare block `countAttempt` gives up on a full disk (file of zeros in `accounts/`).
+    /// Writes the count `bytes` on a full disk without asking for a block: over the account's
+    /// count file in place (padded with spaces, which JSON ignores, so the file never
+    /// shrinks), else into the reserve, renamed then to be the count. False when neither is
+    /// there. On a copy-on-write file system (btrfs) an overwrite needs a new block too, and
+    /// fails with ENOSPC like any write. A crash during the overwrite could tear it; a count
+    /// that does not decode reads as none (the delays start again).
+    static func countInPlace(_ bytes: [UInt8], dfd: Int32, name: AccountName) throws -> Bool {
+        for (file, isReserve) in [(name.throttleFileName, false), (reserveFileName, true)] {
+            let fd: Int32
+            do { fd = try FileIO.openRegular(dfd, file, O_WRONLY, what: file) } catch StoreError.io(let e, _) where e == ENOENT {
+                continue
+            }
+            defer { close(fd) }
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { throw StoreError.posix("stat \(file)") }
+            let padded = bytes + [UInt8](repeating: 0x20, count: max(0, Int(st.st_size) - bytes.count))
+            let n = padded.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, 0) }
+            guard n == padded.count else { throw StoreError.posix("write \(file)") }
+            guard FileIO.fsync(fd) == 0 else { throw StoreError.posix("fsync \(file)") }
+            if isReserve {
+                guard renameat(dfd, reserveFileName, dfd, name.throttleFileName) == 0 else {
+                    throw StoreError.posix("rename \(reserveFileName)")
+                }
+            }
+            return true
+        }
+        return false
+    }
+
+    /// The spare block `countAttempt` writes a count into on a full disk (4 KiB in `accounts/`:
+    /// zeros, or an earlier count that a right password renamed back).
     static let reserveFileName = "throttle-reserve"
 
     /// Makes the spare block if it is missing; best effort (a full disk leaves it missing).
