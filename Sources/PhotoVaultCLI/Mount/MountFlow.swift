@@ -23,6 +23,7 @@ enum MountFlow {
         settings.privateThumbnails = args.flag("private-thumbnails")
 
         try FuseDevice.check()
+        if settings.allowOther { try FuseConf.checkAllowOther() }
         // A mount inside the store came up and put a stray directory into it (inside a user
         // tree, one the daemon lists itself); a store inside the mountpoint would be hidden
         // from its own daemon by the mount.
