@@ -144,7 +144,9 @@ enum Harness {
     }
 
     static func isMounted(_ path: String) -> Bool {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        // Read to the end: String(contentsOfFile:) stops after the first 4 KB of a /proc file.
+        guard let data = FileHandle(forReadingAtPath: "/proc/self/mountinfo")?.readDataToEndOfFile() else { return false }
+        let text = String(decoding: data, as: UTF8.self)
         let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? path
         return text.split(separator: "\n").contains { line in
             let f = line.split(separator: " ")

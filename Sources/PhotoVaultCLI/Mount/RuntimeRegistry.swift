@@ -178,7 +178,7 @@ struct MountInfoEntry {
     /// Every mount of this mount namespace, in mount order (a later one covers an earlier one
     /// at the same place).
     static func all() -> [MountInfoEntry] {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        guard let text = ProcFile.text("/proc/self/mountinfo") else { return [] }   // whole: ProcFile
         return text.split(separator: "\n").compactMap { line in
             let halves = line.components(separatedBy: " - ")
             guard halves.count >= 2 else { return nil }
