@@ -101,7 +101,7 @@ final class MountCrashRecoveryTests: XCTestCase {
         XCTAssertEqual(p.terminationReason, .exit, "the daemon died of signal \(p.terminationStatus)")
         XCTAssertEqual(p.terminationStatus, 0)
         XCTAssertFalse(Harness.isMounted(mp), "a dead mount was left")
-        XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
+        XCTAssertFalse(sb.pv(["status"]).stdout.contains(mp + "\t"))   // other mounts of root may be up
         sb.mounts.removeAll { $0 == mp }
         let again = sb.mount(at: "fg")
         XCTAssertEqual(sb.ok("cat \(Sandbox.quote(again))/note.txt"), "PIPE-NOTE\n")
@@ -138,7 +138,7 @@ final class MountCrashRecoveryTests: XCTestCase {
         XCTAssertEqual(r.stderr, "photovault: the mount daemon was stopped by signal 15 (Terminated) before the mount was ready; "
                        + "nothing is mounted\n")
         XCTAssertFalse(Harness.isMounted(mp), "a mount (or a dead one) was left")
-        XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
+        XCTAssertFalse(sb.pv(["status"]).stdout.contains(mp + "\t"))   // other mounts of root may be up
         sb.mounts.removeAll { $0 == mp }
         sb.unmount(sb.mount(at: "mnt"))
     }
