@@ -602,13 +602,13 @@ final class OfflineImportExportTests: XCTestCase {
         XCTAssertEqual(try mode("/v/album"), 0o751)
         XCTAssertEqual(try mode("/v/album/sub"), 0o700, "0550 would lock the next run out")
 
-        // The cause removed, a second run (with or without --force) finishes both.
+        // The cause removed, a second run finishes both, without --force too: the files the
+        // failed run copied are in place (same size and time) and are skipped, not refused
+        // (it stopped at /v/album/a.jpg, exists, and only --force went on).
         unlink(src + "/album/sub/zz-link")
         OfflineFixture.setAlbumModesAndTimes(src)
-        XCTAssertThrowsError(try importer.import(sources: [src + "/album", src + "/mine"], into: "/v")) {
-            XCTAssertEqual($0 as? StoreError, .exists("/v/album/a.jpg"))
-        }
-        try importer.import(sources: [src + "/album", src + "/mine"], into: "/v", force: true)
+        let rerun = try importer.import(sources: [src + "/album", src + "/mine"], into: "/v")
+        XCTAssertGreaterThan(rerun.unchanged, 0)
         XCTAssertEqual(try mode("/v/album/sub"), 0o550)
         XCTAssertEqual(try mode("/v/mine"), 0o700, "a directory the user had")
         try Exporter(tree: tree).export(paths: ["/v/album"], to: scratch + "/out")
