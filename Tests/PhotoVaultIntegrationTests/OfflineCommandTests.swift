@@ -593,7 +593,8 @@ final class OfflineCommandTests: XCTestCase {
         // Without the fault the same repair moves it.
         let again = Self.pv(sb, ["fsck", "--repair"])
         XCTAssertEqual(again.status, 32, again.stdout + again.stderr)
-        XCTAssertTrue(again.stdout.contains("repair: moved /foreign.txt into /lost+found as "), again.stdout)
+        // Nothing in it reads (no PhotoVault header): set aside out of view, not into /lost+found.
+        XCTAssertTrue(again.stdout.contains("repair: set aside /foreign.txt, which holds nothing readable"), again.stdout)
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/foreign.txt"))
     }
 
@@ -606,7 +607,10 @@ final class OfflineCommandTests: XCTestCase {
         let root = sb.ok("ls -d \(Sandbox.quote(sb.store))/users/*").trimmingCharacters(in: .newlines)
         let v = sb.ok("find \(Sandbox.quote(root)) -mindepth 1 -maxdepth 1 -type d").trimmingCharacters(in: .newlines)
         XCTAssertFalse(v.isEmpty || v.contains("\n"), v)
-        try Data("foreign".utf8).write(to: URL(fileURLWithPath: v + "/foreign\nname.txt"))
+        // A copy of a ciphertext file under a foreign name: its header opens, so it goes to
+        // /lost+found (a file with nothing readable is set aside in .pvdebris instead).
+        let cipher = sb.ok("find \(Sandbox.quote(v)) -type f -size +1k | head -1").trimmingCharacters(in: .newlines)
+        XCTAssertEqual(Harness.run(["cp", cipher, v + "/foreign\nname.txt"]).status, 0, cipher)
         XCTAssertEqual(Harness.run(["chattr", "+i", root]).status, 0, "chattr +i needs root on ext4/xfs/btrfs")
         defer { _ = Harness.run(["chattr", "-i", root]) }
         let r = Self.pv(sb, ["fsck", "--repair"])
