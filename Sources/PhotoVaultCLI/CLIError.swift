@@ -25,6 +25,10 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
     /// open on its detached mount); exit code of `alreadyMounted`.
     case vaultClosing(mountpoint: String, pid: Int32)
     case mountBusy(String)
+    /// `mount --allow-other` by a caller other than root where `/etc/fuse.conf` (`conf`) has no
+    /// `user_allow_other` line: fusermount3 would refuse it. A usage error, said before the
+    /// password is asked.
+    case allowOtherNotPermitted(conf: String)
     case notMounted(String)
     /// `unlock` of a mountpoint where no vault is mounted (a lock unmounts it unless it was
     /// mounted with `--on-lock stay`): it says to mount it. Exit code of `notMounted`.
@@ -75,6 +79,7 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
         case .deadMount: return ExitCodes.deadMount
         case .alreadyMounted, .vaultAlreadyMounted, .vaultClosing: return ExitCodes.alreadyMounted
         case .mountBusy: return ExitCodes.mountBusy
+        case .allowOtherNotPermitted: return ExitCodes.usage
         case .notMounted, .notMountedToUnlock, .notPhotoVaultMount: return ExitCodes.notMounted
         case .vaultMounted, .repairWhileMounted, .removeWhileMounted: return ExitCodes.storeBusy
         case .vaultLockedAtMount: return ExitCodes.vaultLocked
@@ -115,6 +120,9 @@ public enum CLIError: Error, Equatable, CustomStringConvertible {
             return "the vault at \(mp) is still closing after a lock (photovault process \(pid) waits for the files "
                 + "open there to be closed): try again once 'photovault status' no longer lists it"
         case .mountBusy(let p): return "\(p) is busy: close the files open there and try again"
+        case .allowOtherNotPermitted(let conf):
+            return "--allow-other needs the line 'user_allow_other' in \(conf) for users other than root "
+                + "(an administrator adds it); mount without --allow-other, or ask for that line"
         case .notMounted(let p): return "no vault is mounted at \(p)"
         case .notMountedToUnlock(let p):
             return "no vault is mounted at \(p) (a lock unmounts it): mount it with 'photovault mount \(p)'"

@@ -36,7 +36,20 @@ public enum PhotoVaultCLI {
             exit(report(StoreError.io(errno: ENOENT, context: "cannot read this command's arguments from "
                                       + "/proc/self/cmdline (is /proc mounted? photovault needs it)"), .standard))
         }
+        announceThrottleWaits()
         exit(finishStandardOutput(run(Array(CommandLine.arguments.dropFirst()))))
+    }
+
+    /// On a terminal, a wait after recent wrong passwords is said before it starts (1, 2,
+    /// 4 s..., then Argon2id: it looked like a hang). Scripts (stderr not a terminal) get
+    /// nothing new.
+    static func announceThrottleWaits() {
+        guard isatty(STDERR_FILENO) == 1 else { return }
+        LoginThrottle.announceWait = { seconds in
+            let s = max(1, Int(seconds.rounded(.up)))
+            let line = Array("photovault: waiting \(s) s after recent wrong passwords\n".utf8)
+            _ = line.withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        }
     }
 
     /// What a command printed must have reached its standard output, as coreutils' commands

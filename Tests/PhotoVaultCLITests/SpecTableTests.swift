@@ -68,7 +68,7 @@ final class SpecTableTests: XCTestCase {
         XCTAssertEqual(StoreError.attemptNotCounted(errno: EDQUOT).exitCode, StoreError.noSpace.exitCode)
         let cliErrors: [CLIError] = [
             .notImplemented("x"), .noFuseDevice(ENOENT), .noFuseDevice(EACCES), .notFuseDevice("a regular file"), .mountpointNotEmptyDirectory("/m"), .alreadyMounted("/m"),
-            .mountBusy("/m"), .notMounted("/m"), .notMountedToUnlock("/m"), .fsckFoundDamage(problems: 2), .fsckRepaired(problems: 2), .noSuchAccount(user: "u", store: "/s"), .fsckRepairIncomplete(problems: 2, leftInPlace: 1), .passwordsDoNotMatch,
+            .mountBusy("/m"), .notMounted("/m"), .notMountedToUnlock("/m"), .fsckFoundDamage(problems: 2), .fsckRepaired(problems: 2), .noSuchAccount(user: "u", store: "/s"), .allowOtherNotPermitted(conf: "/etc/fuse.conf"), .fsckRepairIncomplete(problems: 2, leftInPlace: 1), .passwordsDoNotMatch,
             .noTerminal, .passwordTooLong(maximum: 1), .cannotReadPassword(source: "f", errno: ENOENT),
             .externalPasswordCommandFailed(status: 1), .failed("x"), .deadMount("/m", fsType: "fuse.photovault"),
             .deadMount("/m", fsType: "fuse.sshfs"), .vaultMounted(user: "u", mountpoint: "/m", pid: 1),
@@ -90,6 +90,7 @@ final class SpecTableTests: XCTestCase {
         XCTAssertEqual(CLIError.fsckRepairIncomplete(problems: 2, leftInPlace: 1).exitCode, 29)
         XCTAssertEqual(CLIError.fsckRepaired(problems: 2).exitCode, 32)
         XCTAssertEqual(CLIError.noSuchAccount(user: "u", store: "/s").exitCode, 4)
+        XCTAssertEqual(CLIError.allowOtherNotPermitted(conf: "/etc/fuse.conf").exitCode, 2)
         XCTAssertEqual(CLIError.notMountedToUnlock("/m").exitCode, 18)
         XCTAssertEqual(CLIError.deadMount("/m", fsType: "fuse.photovault").exitCode, 25)
         // Every way a password cannot be read has one code of its own (it used to be 1, "other failure").

@@ -92,7 +92,8 @@ final class KernelRequestTests: XCTestCase {
         let kb = try String(contentsOfFile: "/sys/class/bdi/\(dev)/read_ahead_kb", encoding: .utf8)
         XCTAssertEqual(kb.trimmingCharacters(in: .whitespacesAndNewlines), "512")
         // READs of at most 128 KiB, so a window arrives as several requests.
-        let info = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+        // Read to the end: String(contentsOfFile:) stops after the first 4 KB of a /proc file.
+        let info = String(decoding: try XCTUnwrap(FileHandle(forReadingAtPath: "/proc/self/mountinfo")).readDataToEndOfFile(), as: UTF8.self)
         let line = info.split(separator: "\n").first { $0.contains(" \(h.mountpoint) ") }
         XCTAssertTrue(line?.contains("max_read=131072") == true, String(line ?? "no mountinfo line"))
         h.shell(#"dd if=/dev/urandom of="$M/roll.raw" bs=1M count=16 status=none; sync; echo 1 > /proc/sys/vm/drop_caches"#)

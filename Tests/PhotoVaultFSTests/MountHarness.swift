@@ -78,7 +78,9 @@ final class MountHarness {
     }
 
     static func mounted(_ path: String) -> Bool {
-        guard let info = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        // Read to the end: String(contentsOfFile:) stops after the first 4 KB of a /proc file.
+        guard let data = FileHandle(forReadingAtPath: "/proc/self/mountinfo")?.readDataToEndOfFile() else { return false }
+        let info = String(decoding: data, as: UTF8.self)
         return info.split(separator: "\n").contains { line in
             let f = line.split(separator: " ")
             return f.count > 4 && f[4] == path

@@ -144,7 +144,7 @@ enum Harness {
     }
 
     static func isMounted(_ path: String) -> Bool {
-        // To its end: String(contentsOfFile:) stops after the first page the kernel gives out.
+        // Read to the end: String(contentsOfFile:) stops after the first 4 KB of a /proc file.
         guard let data = FileHandle(forReadingAtPath: "/proc/self/mountinfo")?.readDataToEndOfFile() else { return false }
         let text = String(decoding: data, as: UTF8.self)
         let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? path

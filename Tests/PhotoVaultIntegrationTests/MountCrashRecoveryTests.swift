@@ -33,7 +33,9 @@ final class MountCrashRecoveryTests: XCTestCase {
         })
         let afterKill = sb.pv(["status"])
         XCTAssertEqual(afterKill.status, 0, afterKill.stderr)
-        XCTAssertEqual(afterKill.stdout, "\(mp)\tstate=dead (its daemon is gone: run 'photovault unmount \(mp)')\n")
+        // Its line alone (status lists every PhotoVault mount of root: other tests' may be up).
+        XCTAssertEqual(afterKill.stdout.split(separator: "\n").filter { $0.hasPrefix(mp + "\t") },
+                       ["\(mp)\tstate=dead (its daemon is gone: run 'photovault unmount \(mp)')"], afterKill.stdout)
         XCTAssertTrue(Harness.waitUntil(5) { kill(pid, 0) != 0 })
 
         let dead = sb.run("ls \(q)")
@@ -101,7 +103,7 @@ final class MountCrashRecoveryTests: XCTestCase {
         XCTAssertEqual(p.terminationReason, .exit, "the daemon died of signal \(p.terminationStatus)")
         XCTAssertEqual(p.terminationStatus, 0)
         XCTAssertFalse(Harness.isMounted(mp), "a dead mount was left")
-        XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
+        XCTAssertFalse(sb.pv(["status"]).stdout.contains(mp + "\t"))   // other mounts of root may be up
         sb.mounts.removeAll { $0 == mp }
         let again = sb.mount(at: "fg")
         XCTAssertEqual(sb.ok("cat \(Sandbox.quote(again))/note.txt"), "PIPE-NOTE\n")
@@ -138,7 +140,7 @@ final class MountCrashRecoveryTests: XCTestCase {
         XCTAssertEqual(r.stderr, "photovault: the mount daemon was stopped by signal 15 (Terminated) before the mount was ready; "
                        + "nothing is mounted\n")
         XCTAssertFalse(Harness.isMounted(mp), "a mount (or a dead one) was left")
-        XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
+        XCTAssertFalse(sb.pv(["status"]).stdout.contains(mp + "\t"))   // other mounts of root may be up
         sb.mounts.removeAll { $0 == mp }
         sb.unmount(sb.mount(at: "mnt"))
     }

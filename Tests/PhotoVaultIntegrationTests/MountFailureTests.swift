@@ -260,7 +260,7 @@ final class MountFailureTests: XCTestCase {
         """)
         XCTAssertEqual(r.stdout, "", r.stderr)
         XCTAssertFalse(Harness.isMounted(mp), "a mount nobody was told of (or a dead one) was left")
-        XCTAssertEqual(sb.pv(["status"]).stdout, "no vault mounted\n")
+        XCTAssertFalse(sb.pv(["status"]).stdout.contains(mp + "\t"))   // other mounts of root may be up
         // And the vault mounts there at once.
         sb.mounts.removeAll { $0 == mp }
         sb.unmount(sb.mount(at: "mnt"))

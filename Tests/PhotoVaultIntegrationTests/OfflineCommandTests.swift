@@ -590,10 +590,10 @@ final class OfflineCommandTests: XCTestCase {
                        + "repair moved nothing into /lost+found, damaged entries are left in place", r.stdout)
         XCTAssertFalse(r.stdout.contains("repair: "), r.stdout)
         XCTAssertTrue(FileManager.default.fileExists(atPath: root + "/foreign.txt"), "left in place")
-        // Without the fault the same repair deals with it: a foreign file, in which nothing
-        // reads, is set aside out of the mount's view (EverydayFsckTests).
+        // Without the fault the same repair deals with it.
         let again = Self.pv(sb, ["fsck", "--repair"])
         XCTAssertEqual(again.status, 32, again.stdout + again.stderr)
+        // Nothing in it reads (no PhotoVault header): set aside out of view, not into /lost+found.
         XCTAssertTrue(again.stdout.contains("repair: set aside /foreign.txt, which holds nothing readable"), again.stdout)
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/foreign.txt"))
     }
@@ -607,7 +607,10 @@ final class OfflineCommandTests: XCTestCase {
         let root = sb.ok("ls -d \(Sandbox.quote(sb.store))/users/*").trimmingCharacters(in: .newlines)
         let v = sb.ok("find \(Sandbox.quote(root)) -mindepth 1 -maxdepth 1 -type d").trimmingCharacters(in: .newlines)
         XCTAssertFalse(v.isEmpty || v.contains("\n"), v)
-        try Data("foreign".utf8).write(to: URL(fileURLWithPath: v + "/foreign\nname.txt"))
+        // A copy of a ciphertext file under a foreign name: its header opens, so it goes to
+        // /lost+found (a file with nothing readable is set aside in .pvdebris instead).
+        let cipher = sb.ok("find \(Sandbox.quote(v)) -type f -size +1k | head -1").trimmingCharacters(in: .newlines)
+        XCTAssertEqual(Harness.run(["cp", cipher, v + "/foreign\nname.txt"]).status, 0, cipher)
         XCTAssertEqual(Harness.run(["chattr", "+i", root]).status, 0, "chattr +i needs root on ext4/xfs/btrfs")
         defer { _ = Harness.run(["chattr", "-i", root]) }
         let r = Self.pv(sb, ["fsck", "--repair"])

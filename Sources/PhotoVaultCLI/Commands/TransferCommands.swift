@@ -38,6 +38,7 @@ enum TransferCommands {
             return skipped == 0 ? 0 : ExitCodes.partialTransfer
         }
         PartialFile.catchSignals()   // a Ctrl-C leaves no half-written file behind
+        if progress.tty && !quiet { progress.expected = TransferSize.local(all) }
         let summary: TransferSummary
         do {
             summary = try vault.writing {
@@ -109,6 +110,7 @@ enum TransferCommands {
         let progress = Progress(verb: "exported", quiet: args.flag("quiet") || (dest == "-" && !args.flag("summary")),
                                 bar: dest != "-")
         PartialFile.catchSignals()
+        if progress.tty && !progress.quiet { progress.expected = TransferSize.vault(tree, all) }
         let summary: TransferSummary
         // As import: an error while a file was written names it (removed) and what stays.
         // Not to standard output, where what was written is gone already.
@@ -156,13 +158,61 @@ enum TransferCommands {
                 FileHandle.standardError.write(Data(line.utf8))
                 return
             }
-            if case .file(_, let b) = e { files += 1; bytes += UInt64(b) } else { return }
+            switch e {
+            case .file(_, let b): files += 1; bytes += UInt64(b); currentDone = 0; draw(force: true)
+            case .fileProgress(_, let done): currentDone = done; draw(force: false)
+            case .fileStarted: currentDone = 0
+            default: break
+            }
+        }
+
+        /// Bytes of the file being copied so far (`fileProgress`).
+        var currentDone: UInt64 = 0
+        /// Plaintext bytes the whole run is expected to copy, when known (`TransferSize`).
+        var expected: UInt64?
+        var lastDraw = 0.0
+        var lastWidth = 0
+
+        /// The progress line, on a terminal only: bytes as they go (it counted whole files and
+        /// stood still during a large one), the rate, and with `expected` the share done and an
+        /// estimate of the time left, as rsync's --info=progress2 shows them. At most five
+        /// times a second, besides the redraw after each file.
+        func draw(force: Bool) {
             guard tty, !quiet else { return }
-            let t = Date().timeIntervalSince(start)
-            let mb = Double(bytes) / 1_048_576
-            FileHandle.standardError.write(Data(("\r" + OfflineAccess.count(files, "file")
-                                                 + String(format: ", %.1f MiB, %.1f MiB/s   ", mb, t > 0 ? mb / t : 0)).utf8))
+            let now = Date().timeIntervalSince(start)
+            guard force || now - lastDraw >= 0.2 else { return }
+            lastDraw = now
+            let done = bytes + currentDone
+            let rate = now > 0 ? Double(done) / now : 0
+            var line = Progress.size(done)
+            if let total = expected, total > 0 {
+                let shown = max(total, done)
+                line += " of \(Progress.size(shown)) (\(min(100, done * 100 / shown))%)"
+            }
+            line += ", \(Progress.size(UInt64(rate)))/s"
+            if let total = expected, rate > 0, total > done {
+                line += ", \(Progress.duration(Double(total - done) / rate)) left"
+            }
+            line += ", " + OfflineAccess.count(files, "file")
+            // Spaces over what a longer line before left on the terminal.
+            let pad = max(0, lastWidth - line.count)
+            lastWidth = line.count
+            FileHandle.standardError.write(Data(("\r" + line + String(repeating: " ", count: pad)).utf8))
             barShown = true
+        }
+
+        /// "512 B", "3.4 MiB", "1.20 GiB".
+        static func size(_ n: UInt64) -> String {
+            if n < 1024 { return "\(n) B" }
+            if n < 1 << 30 { return String(format: "%.1f MiB", Double(n) / 1_048_576) }
+            return String(format: "%.2f GiB", Double(n) / 1_073_741_824)
+        }
+
+        /// "0:07", "12:30", "1:02:03".
+        static func duration(_ seconds: Double) -> String {
+            let s = Int(seconds.rounded(.up))
+            return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60)
+                             : String(format: "%d:%02d", s / 60, s % 60)
         }
 
         var unchanged = 0

@@ -182,8 +182,15 @@ enum MountDaemon {
             controller.takeSleepInhibitor = { w.takeSleepInhibitor() }
             w.start()
             bus = w
+            // Said where a screen lock could exist, once per session and kind, and not to a
+            // mount that locks on --idle: every mount of a script or an ssh session printed it.
             if let warning = Self.busWarning(unreachable: w.unreachableBuses) {
-                Self.warn(warning, reporter: reporter, log: log)
+                if settings.idle == nil && Self.screenLockPossible(ProcessInfo.processInfo.environment)
+                    && Self.firstTime(warning, in: registry) {
+                    Self.warn(warning, reporter: reporter, log: log)
+                } else {
+                    log("warning: " + warning)   // the journal still has it
+                }
             }
         }
         var control: ControlSocketServer? = nil
@@ -310,13 +317,36 @@ enum MountDaemon {
     /// What the user loses when a bus cannot be watched (shown by `photovault mount`, not
     /// only in the journal: a vault that will not lock with the screen must say so).
     static func busWarning(unreachable: [String]) -> String? {
-        let advice = "lock it with --idle or 'photovault lock' (--no-dbus silences this)"
+        let advice = "; use --idle or 'photovault lock'"
         switch (unreachable.contains("system"), unreachable.contains("session")) {
-        case (true, true): return "no D-Bus (system or session bus): the vault will not lock with the screen or on suspend; " + advice
-        case (true, false): return "no system D-Bus (logind): the vault will not lock on suspend or on logind's session lock; " + advice
-        case (false, true): return "no session D-Bus: the vault will not lock when the screen saver locks; " + advice
+        case (true, true): return "no D-Bus: the vault will not lock with the screen or on suspend" + advice
+        case (true, false): return "no system D-Bus: the vault will not lock on suspend or with logind's session lock" + advice
+        case (false, true): return "no session D-Bus: the vault will not lock with the screen saver" + advice
         case (false, false): return nil
         }
+    }
+
+    /// Whether this session could have a screen that locks: a graphical one (DISPLAY,
+    /// WAYLAND_DISPLAY, XDG_SESSION_TYPE x11 or wayland) or one on a logind seat (XDG_SEAT).
+    /// An ssh login, cron or a container has none, and a warning about screen locks only
+    /// taught its users to ignore warnings.
+    static func screenLockPossible(_ env: [String: String]) -> Bool {
+        let set = { (k: String) in !(env[k] ?? "").isEmpty }
+        return set("DISPLAY") || set("WAYLAND_DISPLAY") || set("XDG_SEAT")
+            || ["x11", "wayland", "mir"].contains(env["XDG_SESSION_TYPE"] ?? "")
+    }
+
+    /// True the first time `warning` is asked about in this session (a marker file, named by
+    /// the warning's hash, made in the runtime directory with O_EXCL); also when that
+    /// directory cannot take it (better said twice than never).
+    static func firstTime(_ warning: String, in registry: RuntimeRegistry) -> Bool {
+        guard (try? registry.ensureDirectory()) != nil else { return true }
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325   // FNV-1a: stable across runs, unlike hashValue
+        for b in warning.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        let path = registry.directory + "/said-" + String(h, radix: 16)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd >= 0 { close(fd); return true }
+        return errno != EEXIST
     }
 
     private static func fail(_ reporter: ReadyReporter?, _ error: Error) -> Int32 {

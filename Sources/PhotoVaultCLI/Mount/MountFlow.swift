@@ -29,6 +29,7 @@ enum MountFlow {
         settings.desktopPrivacy = ProcessInfo.processInfo.environment["PHOTOVAULT_DESKTOP_PRIVACY"] != "off"
 
         try FuseDevice.check()
+        if settings.allowOther { try FuseConf.checkAllowOther() }
         // A mount inside the store came up and put a stray directory into it (inside a user
         // tree, one the daemon lists itself); a store inside the mountpoint would be hidden
         // from its own daemon by the mount.
@@ -343,28 +344,42 @@ enum MountFlow {
         return 0
     }
 
+    /// Every PhotoVault mount of this user, one line each: `MP<TAB>pid=N<TAB>store=S<TAB>state=...`.
+    /// This session's registry first, then the daemons found through /proc (a vault mounted
+    /// from another session, with another XDG_RUNTIME_DIR, which `status` did not list; its
+    /// state through its own session's socket), then any other PhotoVault mount of this user
+    /// in mountinfo: a dead one (its daemon killed) or one whose daemon is out of sight (a
+    /// foreground mount: `store=unknown`).
     static func status(_ args: ParsedArguments) throws -> Int32 {
         try RuntimeRegistry().checkDirectory()
         let entries = RuntimeRegistry().entries()
-        // This user's PhotoVault mounts whose daemon is gone (killed): nothing registers them
-        // any more, but they are still in the way ('status' used to say "no vault mounted").
-        let registered = Set(entries.map(\.mountpoint))
-        let dead = MountInfoEntry.all().filter {
-            $0.fsType == MountInfoEntry.photoVaultType && $0.ownerUID == getuid() && !registered.contains($0.mountpoint)
-        }.map(\.mountpoint).filter { mp in
-            var st = stat()
-            return stat(mp, &st) != 0 && errno == ENOTCONN
-        }
-        if entries.isEmpty && dead.isEmpty { print("no vault mounted"); return 0 }
+        var listed = Set(entries.map(\.mountpoint))
+        var lines: [String] = []
         for e in entries {
             let reply = try? ControlClient.send(path: RuntimeRegistry().socketPath(forMountpoint: e.mountpoint),
                                                 request: ControlRequest(command: "status"), timeout: 3)
-            print("\(DisplayText.escape(e.mountpoint))\tpid=\(e.pid)\t\(reply?.message ?? "state=unknown")")
+            lines.append("\(DisplayText.escape(e.mountpoint))\tpid=\(e.pid)\tstore=\(DisplayText.escape(e.store))\t\(reply?.message ?? "state=unknown")")
         }
-        for mp in Set(dead).sorted() {
-            let shown = DisplayText.escape(mp)
-            print("\(shown)\tstate=dead (its daemon is gone: run 'photovault unmount \(shown)')")
+        let mine = MountInfoEntry.all().filter { $0.fsType == MountInfoEntry.photoVaultType && $0.ownerUID == getuid() }
+        let mounted = Set(mine.map(\.mountpoint))
+        for d in MountedVaults.daemons() where mounted.contains(d.settings.mountpoint) && !listed.contains(d.settings.mountpoint) {
+            listed.insert(d.settings.mountpoint)
+            lines.append("\(DisplayText.escape(d.settings.mountpoint))\tpid=\(d.pid)\tstore=\(DisplayText.escape(d.settings.store))\t"
+                         + (MountedVaults.status(of: d) ?? "state=unknown") + " (mounted from another session)")
         }
+        for m in mine where !listed.contains(m.mountpoint) {
+            listed.insert(m.mountpoint)
+            var st = stat()
+            if stat(m.mountpoint, &st) != 0 && errno == ENOTCONN {
+                // Nothing registers a killed daemon's mount any more, but it is still in the way.
+                let shown = DisplayText.escape(m.mountpoint)
+                lines.append("\(shown)\tstate=dead (its daemon is gone: run 'photovault unmount \(shown)')")
+            } else {
+                lines.append("\(DisplayText.escape(m.mountpoint))\tstore=unknown\tstate=unknown (its daemon cannot be reached from here)")
+            }
+        }
+        if lines.isEmpty { print("no vault mounted"); return 0 }
+        for l in lines { print(l) }
         return 0
     }
 

@@ -43,7 +43,9 @@ final class MountWatch: @unchecked Sendable {
             defer { if fd >= 0 { close(fd) } }
             var buffer = [UInt8](repeating: 0, count: 4096)
             while !isStopped {
-                if !isPresent {
+                // Absent in two readings a moment apart: one reading made while the table
+                // changed is not the last word on a mount that ends the daemon.
+                if !isPresent && { usleep(100_000); return !isPresent }() {
                     if !isStopped { gone() }
                     return
                 }

@@ -180,7 +180,12 @@ struct MountInfoEntry {
     /// Every mount of this mount namespace, in mount order (a later one covers an earlier one
     /// at the same place).
     static func all() -> [MountInfoEntry] {
-        guard let text = readMountinfo() else { return [] }
+        // The whole file (ProcFile), decoded leniently. Not `String(contentsOfFile:)`: it
+        // stops at the first short read (the kernel gives this file out a page at a time, so
+        // with many mounts the later ones were missing) and fails on a mountpoint that is not
+        // UTF-8; either way `unmount` said "no vault is mounted" about a live mount, and the
+        // mount watch took its own mount for gone and ended it.
+        guard let text = ProcFile.text("/proc/self/mountinfo") else { return [] }
         return text.split(separator: "\n").compactMap { line in
             let halves = line.components(separatedBy: " - ")
             guard halves.count >= 2 else { return nil }
@@ -191,19 +196,6 @@ struct MountInfoEntry {
             return MountInfoEntry(mountpoint: unescapeMountinfo(String(f[4])), device: String(f[2]), fsType: String(type),
                                   ownerUID: owner, mountID: String(f[0]))
         }
-    }
-
-    /// The whole of /proc/self/mountinfo. Not `String(contentsOfFile:)`: Foundation stops at
-    /// the first short read, and the kernel gives this file out a page (about 4 KiB) per read,
-    /// so with more mounts than fit there (a desktop with snaps, a machine running containers)
-    /// the later ones were missing: `unmount` said "no vault is mounted" about a live mount,
-    /// and the mount watch would have taken its own mount for gone.
-    static func readMountinfo() -> String? {
-        let fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        guard let bytes = try? FileIO.readAll(fd, limit: 64 << 20) else { return nil }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The topmost mount at `path` (canonicalised), if any.

@@ -37,6 +37,11 @@ public struct LoginThrottle: Sendable {
 
     public init() {}
 
+    /// Told how many seconds an attempt is about to wait, before it waits (the CLI says so on
+    /// a terminal: the wait after wrong passwords was silent, and read as a hang). Set once,
+    /// at start, before any thread could read it.
+    nonisolated(unsafe) public static var announceWait: ((Double) -> Void)?
+
     /// 0 for the first `freeAttempts` failures, then 1, 2, 4, 8 ... seconds, capped.
     public func delay(afterFailures n: Int) -> Double {
         guard n > freeAttempts else { return 0 }
@@ -62,7 +67,10 @@ public struct LoginThrottle: Sendable {
         // A last-failure time in the future (clock moved back, or an edited file) is
         // clamped so the wait never exceeds the cap.
         let wait = min(due - now(), maximumDelay)
-        if wait > 0 { sleep(wait) }
+        if wait > 0 {
+            Self.announceWait?(wait)
+            sleep(wait)
+        }
     }
 
     /// Counts the attempt about to be judged as a failure, durably (the right password then

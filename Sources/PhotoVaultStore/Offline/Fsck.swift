@@ -740,9 +740,10 @@ public final class Fsck {
 
         /// A damaged entry repair could not move: reported `repairFailed` (one line, after its
         /// damage), counted in `leftInPlace`, and the repair goes on with the other entries.
-        mutating func leaveInPlace(_ shown: String, _ storePath: String, _ why: String) {
+        mutating func leaveInPlace(_ shown: String, _ storePath: String, _ why: String, setAside: Bool = false) {
             summary.leftInPlace += 1
-            report(shown, storePath, .repairFailed, "not moved into /\(summary.lostAndFound), left in place: \(why)")
+            let not = setAside ? "not set aside in \(NameCodec.debrisDirectory)" : "not moved into /\(summary.lostAndFound)"
+            report(shown, storePath, .repairFailed, "\(not), left in place: \(why)")
         }
 
         /// Moves `e` out of `dir` into /lost+found under a free name derived from `suggested`.
@@ -821,11 +822,14 @@ public final class Fsck {
         /// shown. A failure leaves it in place (`repairFailed`), as for /lost+found.
         mutating func setAside(_ dir: VaultDirectory, _ e: OfflineSys.Entry, shown: String, storePath: String) throws {
             let debris = NameCodec.debrisDirectory
-            let made = mkdirat(resolver.root.fd, debris, 0o700) == 0
-            if made { try AtomicFile.syncDirectory(resolver.root.fd, "/") }
+            if mkdirat(resolver.root.fd, debris, 0o700) == 0 {
+                try AtomicFile.syncDirectory(resolver.root.fd, "/")
+            } else if errno != EEXIST {
+                return leaveInPlace(shown, storePath, "cannot make \(debris): \(String(cString: strerror(errno)))", setAside: true)
+            }
             let fd = openat(resolver.root.fd, debris, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard fd >= 0 else {
-                return leaveInPlace(shown, storePath, "cannot open \(debris): \(String(cString: strerror(errno)))")
+                return leaveInPlace(shown, storePath, "cannot open \(debris): \(String(cString: strerror(errno)))", setAside: true)
             }
             defer { close(fd) }
             let stem = Fsck.escape(storePath).split(separator: "/", omittingEmptySubsequences: false).joined(separator: "%2F")
@@ -838,7 +842,7 @@ public final class Fsck {
                     attempt += 1
                     continue
                 } catch {
-                    return leaveInPlace(shown, storePath, "\(error)")
+                    return leaveInPlace(shown, storePath, "\(error)", setAside: true)
                 }
                 summary.actions.append(.setAside(storePath: storePath, name: name))
                 try AtomicFile.syncDirectory(fd, debris)
