@@ -144,7 +144,9 @@ enum Harness {
     }
 
     static func isMounted(_ path: String) -> Bool {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        // Lenient: another mount at a path that is not UTF-8 must not hide every mount.
+        guard let data = FileManager.default.contents(atPath: "/proc/self/mountinfo") else { return false }
+        let text = String(decoding: data, as: UTF8.self)
         let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? path
         return text.split(separator: "\n").contains { line in
             let f = line.split(separator: " ")

@@ -178,7 +178,12 @@ struct MountInfoEntry {
     /// Every mount of this mount namespace, in mount order (a later one covers an earlier one
     /// at the same place).
     static func all() -> [MountInfoEntry] {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        // Decoded leniently: mountinfo escapes only space, tab, newline and backslash, so one
+        // mount anywhere at a path that is not UTF-8 (`caf\xe9`) made a strict decode fail and
+        // every mount look absent ('unmount' said "no vault is mounted", and the thumbnail
+        // cache was not redirected). Such a line keeps U+FFFD and matches no real path.
+        guard let data = FileManager.default.contents(atPath: "/proc/self/mountinfo") else { return [] }
+        let text = String(decoding: data, as: UTF8.self)
         return text.split(separator: "\n").compactMap { line in
             let halves = line.components(separatedBy: " - ")
             guard halves.count >= 2 else { return nil }
