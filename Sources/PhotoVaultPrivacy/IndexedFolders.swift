@@ -26,9 +26,17 @@ public enum IndexedFolders {
                                installed: (String) -> Bool = { FileManager.default.isExecutableFile(atPath: $0) }) -> String? {
         guard indexerPrograms.contains(where: installed) else { return nil }
         let folders = indexedFolders(environment: env)
-        guard let hit = folders.first(where: { $0.path == mountpoint }) else { return nil }
+        // `mountpoint` is resolved; the folders are as configured (a home reached through a
+        // symlink), so they are resolved too (before the mount: nothing looks into the vault).
+        guard let hit = folders.first(where: { $0.path == mountpoint || resolved($0.path) == mountpoint }) else { return nil }
         return "\(mountpoint) is a folder desktop search indexes (\(hit.reason)): its index would keep the vault's file "
             + "names and photo details in plaintext; mount the vault in a folder inside it (\(mountpoint)/Vault) or elsewhere"
+    }
+
+    static func resolved(_ path: String) -> String? {
+        guard let r = realpath(path, nil) else { return nil }
+        defer { free(r) }
+        return String(cString: r)
     }
 
     /// The default indexed folders of this user: the XDG user directories (from

@@ -128,6 +128,24 @@ final class DesktopPrivacyTests: XCTestCase {
         XCTAssertEqual(found, [])
     }
 
+    /// Another mount, anywhere, at a path that is not UTF-8: the cache is still redirected and
+    /// `photovault unmount` still finds the vault. A strict decode of /proc/self/mountinfo
+    /// made every mount look absent: no redirect (thumbnails went to the plaintext cache), and
+    /// "no vault is mounted" (exit 18) from unmount.
+    func testAMountElsewhereWhosePathIsNotUTF8HidesNothing() throws {
+        let sb = Self.sandbox("pv-desk-latin1", quarantine: 1)
+        let odd = sb.root + "/caf\\xe9"
+        sb.ok("d=\"$(printf '\(odd)')\" && mkdir \"$d\" && mount -t tmpfs -o size=1m pvlatin1 \"$d\"")
+        defer { _ = Harness.sh("umount \"$(printf '\(odd)')\"", timeout: 30) }
+        let given = sb.root + "/PhotoVault"
+        let real = Self.mount(sb, at: given)
+        let cache = sb.root + "/cache/thumbnails"
+        XCTAssertTrue(Harness.waitUntil(10) { ThumbnailKit.symlinkTarget(cache) == real + "/.thumbnails" }, "not redirected")
+        let r = sb.pv(["unmount", given])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertFalse(Harness.isMounted(real))
+    }
+
     /// A GTK application records a vault photo (and another file) in recently-used.xbel: the
     /// vault entry is gone at the lock (the vault staying mounted, --on-lock stay), one written
     /// again by an application with an old copy is gone at the unmount, and one written after

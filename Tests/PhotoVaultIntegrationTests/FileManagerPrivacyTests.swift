@@ -55,8 +55,13 @@ final class FileManagerPrivacyTests: XCTestCase {
         let inVault = mp + "/.thumbnails"
         XCTAssertTrue(Harness.waitUntil(60) { DesktopPrivacyTests.files(under: inVault).filter { $0.hasSuffix(".png") }.count >= 8 },
                       "Thunar saved no thumbnails into the vault: \(thunar.output)")
-        // Let the visible ones finish, then look.
-        _ = Harness.waitUntil(5) { false }
+        // Let the visible ones finish (no new one for a second and a half), then look.
+        var last = -1, since = Date()
+        _ = Harness.waitUntil(20) {
+            let n = DesktopPrivacyTests.files(under: inVault).count
+            if n != last { last = n; since = Date() }
+            return Date().timeIntervalSince(since) > 1.5
+        }
         let shot = sb.root + "/thunar.png"
         XCTAssertEqual(x.screenshot(to: shot).status, 0)
         if let keep = ProcessInfo.processInfo.environment["PHOTOVAULT_KEEP_SCREENSHOT"] { _ = try? FileManager.default.copyItem(atPath: shot, toPath: keep) }

@@ -144,7 +144,8 @@ enum Harness {
     }
 
     static func isMounted(_ path: String) -> Bool {
-        // Read to the end: String(contentsOfFile:) stops after the first 4 KB of a /proc file.
+        // Read to the end (String(contentsOfFile:) stops after the first 4 KB of a /proc file)
+        // and decoded leniently (another mount at a path that is not UTF-8 must not hide every mount).
         guard let data = FileHandle(forReadingAtPath: "/proc/self/mountinfo")?.readDataToEndOfFile() else { return false }
         let text = String(decoding: data, as: UTF8.self)
         let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? path
