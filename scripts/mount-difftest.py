@@ -700,13 +700,13 @@ class Vault:
 
 
 def store_entries(store):
-    """Entries of the account's tree underneath, internal ones (FORMAT.md section 6) left out."""
+    """Entries of the account's tree underneath, internal ones (FORMAT.md sections 6 and 8) left out."""
     users = os.path.join(store, "users")
     n = 0
     for top in os.listdir(users):
         for _, d, f in os.walk(os.path.join(users, top)):
             n += sum(1 for x in d + f if not (x in (".pvdir", ".pvmount") or x.startswith(".pvtmp-")
-                                             or (x.startswith("~") and x.endswith(".name"))))
+                                             or (x.startswith("~") and x.endswith((".name", ".link")))))
     return n
 
 
