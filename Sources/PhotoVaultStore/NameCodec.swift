@@ -202,7 +202,8 @@ public struct NameCodec: Sendable {
     /// Whether a sync engine's copy of `entry` is in the directory.
     static func hasConflictCopies(of entry: String, in dirfd: Int32) -> Bool {
         guard let all = try? OfflineSys.list(dirfd) else { return true }   // unknown: keep the companion
-        return all.contains { $0.name != entry && ConflictName.isCopy($0.name, of: entry) }
+        // Every engine's copy keeps the copied name as its prefix: the rest skip the parse.
+        return all.contains { $0.name != entry && $0.name.hasPrefix(entry) && ConflictName.isCopy($0.name, of: entry) }
     }
 }
 

@@ -32,13 +32,27 @@ enum DirectoryVersions {
         return info
     }
 
-    /// Names of the sync-conflict copies of `.pvdir` in the directory, sorted.
+    /// Names of the sync-conflict copies of `.pvdir` in the directory, sorted. Every mount's
+    /// naming load runs this over the whole directory, so it stays a bare readdir pass: no
+    /// string is made of an entry that does not start with a dot (no store entry does), and
+    /// only those containing `pvdir` go through the parser. (Listing through `OfflineSys.list`
+    /// here nearly doubled the daemon's CPU for `ls -lR`: 0.07-0.11 s became 0.14-0.18 s.)
     static func copies(in dirfd: Int32) -> [String] {
-        guard let entries = try? OfflineSys.list(dirfd) else { return [] }
-        // Every engine keeps the copied name's bytes and starts a copy of `.pvdir` with a dot:
-        // anything else (every ordinary entry) skips the parse.
-        return entries.map(\.name).filter {
-            $0 != DirectoryInfo.fileName && $0.hasPrefix(".") && $0.contains("pvdir") && ConflictName.isCopy($0, of: DirectoryInfo.fileName)
+        let dup = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dup >= 0 else { return [] }
+        guard let dir = fdopendir(dup) else { close(dup); return [] }
+        defer { closedir(dir) }
+        var out: [String] = []
+        while let e = readdir(dir) {
+            let name: String? = withUnsafePointer(to: &e.pointee.d_name) { p in
+                p.withMemoryRebound(to: CChar.self, capacity: 256) { c in
+                    c[0] == 0x2E && c[1] != 0 ? String(cString: c) : nil
+                }
+            }
+            guard let name, name != DirectoryInfo.fileName, name.contains("pvdir"),
+                  ConflictName.isCopy(name, of: DirectoryInfo.fileName) else { continue }
+            out.append(name)
         }
+        return out.sorted()
     }
 }
