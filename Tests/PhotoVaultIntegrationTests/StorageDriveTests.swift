@@ -202,15 +202,17 @@ extension Sandbox {
         XCTAssertEqual(getuid(), 0, "mounting a drive image needs root", file: file, line: line)
         let img = Sandbox.quote(root + "/\(drive.rawValue).img"), qs = Sandbox.quote(store)
         // exfat-fuse needs a block device (a plain image file: 'Block device required').
+        // umask=077, as the refusal of a store others can write says (exit 33): without it
+        // both drivers show every file as 0777.
         let made = run(drive == .exfat ? """
             set -e
             truncate -s \(size) \(img) && mkfs.exfat \(img) >/dev/null
             dev=$(losetup -f --show \(img)); echo "$dev"
-            mkdir \(qs) && mount.exfat-fuse "$dev" \(qs) >/dev/null
+            mkdir \(qs) && mount.exfat-fuse -o umask=077 "$dev" \(qs) >/dev/null
             """ : """
             set -e
             truncate -s \(size) \(img) && mkntfs -F -q -f \(img) >/dev/null 2>&1
-            mkdir \(qs) && ntfs-3g \(img) \(qs)
+            mkdir \(qs) && ntfs-3g -o umask=077 \(img) \(qs)
             """, timeout: 60)
         XCTAssertEqual(made.status, 0, "could not make the \(drive.rawValue) drive: \(made.stderr)", file: file, line: line)
         XCTAssertTrue(Harness.waitUntil(10) { Harness.isMounted(store) }, "the drive did not appear", file: file, line: line)
