@@ -144,7 +144,10 @@ enum Harness {
     }
 
     static func isMounted(_ path: String) -> Bool {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        // Decoded leniently: one mount anywhere on the machine whose path is not UTF-8 (another
+        // test's) made a strict decode fail, and every mount here looked absent.
+        guard let data = FileManager.default.contents(atPath: "/proc/self/mountinfo") else { return false }
+        let text = String(decoding: data, as: UTF8.self)
         let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? path
         return text.split(separator: "\n").contains { line in
             let f = line.split(separator: " ")
