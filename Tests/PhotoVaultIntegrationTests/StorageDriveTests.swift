@@ -34,6 +34,11 @@ final class StorageDriveTests: XCTestCase {
         XCTAssertTrue(again.stderr.contains("already exists"), again.stderr)
         XCTAssertEqual(sb.run("ls -A \(Sandbox.quote(nested)) | grep -c pvtmp").stdout.trimmingCharacters(in: .whitespacesAndNewlines), "0",
                        "no temp file or probe directory is left")
+        // What the vault will refuse there is said at init.
+        let other = sb.pv(["init", "--store", sb.store + "/Other"])
+        XCTAssertEqual(other.status, 0, other.stderr)
+        XCTAssertTrue(other.stdout.contains("Note: this drive keeps no hard links, symlinks, extended attributes; the vault refuses them here"),
+                      other.stdout)
         let add = sb.pv(["user", "add", "alice", "--store", nested, "--passfile", sb.passfile])
         XCTAssertEqual(add.status, 0, add.stderr)
     }
