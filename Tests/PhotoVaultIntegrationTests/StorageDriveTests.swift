@@ -43,6 +43,21 @@ final class StorageDriveTests: XCTestCase {
         XCTAssertEqual(add.status, 0, add.stderr)
     }
 
+    /// A drive mounted elsewhere under a name that is not UTF-8 (an NTFS label in Latin-1,
+    /// 'Fotos-\xdc'): every mount was invisible to photovault, so `status` did not list the
+    /// vault and `unmount` said 'no vault is mounted' (exit 18) about a live one.
+    func testADriveWithALatin1NameElsewhereHidesNoVault() throws {
+        let sb = Sandbox("pv-latin1")
+        sb.initStore()
+        let mp = sb.mount()
+        let other = Sandbox.quote(sb.root + "/media")
+        sb.ok("mkdir -p \(other)/\"$(printf 'Fotos-\\xdc')\" && mount -t tmpfs -o size=1m tmpfs \(other)/Fotos-*")
+        defer { _ = sb.run("umount \(other)/Fotos-*; rm -rf \(other)") }
+        let status = sb.pv(["status"])
+        XCTAssertEqual(status.status, 0, status.stderr)
+        XCTAssertTrue(status.stdout.contains(mp), status.stdout)
+        sb.unmount(mp)
+    }
 }
 
 /// The photo workflow of issue 39, item 1, and the refusals of item 2, on a store on `drive`.

@@ -178,7 +178,11 @@ struct MountInfoEntry {
     /// Every mount of this mount namespace, in mount order (a later one covers an earlier one
     /// at the same place).
     static func all() -> [MountInfoEntry] {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        // Decoded leniently: a drive mounted under a name that is not UTF-8 (an exFAT or NTFS
+        // label in Latin-1 under /media) made the strict decode fail, so no mount was seen
+        // at all and `unmount`, `status` and `lock` said no vault was mounted.
+        guard let data = FileManager.default.contents(atPath: "/proc/self/mountinfo") else { return [] }
+        let text = String(decoding: data, as: UTF8.self)
         return text.split(separator: "\n").compactMap { line in
             let halves = line.components(separatedBy: " - ")
             guard halves.count >= 2 else { return nil }
