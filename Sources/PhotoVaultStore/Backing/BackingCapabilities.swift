@@ -130,7 +130,13 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
 
     static let probePrefix = AtomicFile.tempPrefix + "probe-"
 
+    /// One step for `DeferredSignals`: an import's SIGINT or SIGTERM during the probe waits
+    /// until the scratch directory is gone (it used to be left in the store).
     private static func probe(_ parent: Int32) throws -> BackingCapabilities {
+        try DeferredSignals.during { try probeUnderDeferredSignals(parent) }
+    }
+
+    private static func probeUnderDeferredSignals(_ parent: Int32) throws -> BackingCapabilities {
         removeStaleProbes(parent)
         let dirName = probePrefix + Base64Hex.random(6)
         guard mkdirat(parent, dirName, 0o700) == 0 else { throw StoreError.posix("mkdir \(dirName)") }
@@ -142,13 +148,16 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
         }
         defer {
             // Whatever the probes left (each removes its own when it can), then the directory.
+            // Each removal synced as the store's own are, so a crash cannot bring the
+            // scratch directory back.
             if let entries = try? OfflineSys.list(d) {
                 for e in entries {
                     if unlinkat(d, e.cName, 0) != 0 { unlinkat(d, e.cName, AT_REMOVEDIR) }
                 }
             }
+            _ = fsync(d)
             close(d)
-            unlinkat(parent, dirName, AT_REMOVEDIR)
+            if unlinkat(parent, dirName, AT_REMOVEDIR) == 0 { _ = fsync(parent) }
         }
         var c = BackingCapabilities()
         // Every probe file has the temp prefix too: a crash in the middle leaves a directory
@@ -220,8 +229,9 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
                 for i in (try? OfflineSys.list(fd)) ?? [] where i.name.hasPrefix(AtomicFile.tempPrefix) {
                     if unlinkat(fd, i.cName, 0) != 0 && depth < 2 { clear(fd, i.cName, depth: depth + 1) }
                 }
+                _ = fsync(fd)
                 close(fd)
-                unlinkat(dfd, name, AT_REMOVEDIR)
+                if unlinkat(dfd, name, AT_REMOVEDIR) == 0 { _ = fsync(dfd) }
             }
             clear(parent, e.cName, depth: 0)
         }
@@ -233,6 +243,7 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
         defer {
             _ = unlinkat(d, d1 + "/" + f, 0); _ = unlinkat(d, d1, AT_REMOVEDIR)
             _ = unlinkat(d, d2 + "/" + f, 0); _ = unlinkat(d, d2, AT_REMOVEDIR)
+            _ = fsync(d)
         }
         let w = openat(d, d1 + "/" + f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard w >= 0 else { return true }
