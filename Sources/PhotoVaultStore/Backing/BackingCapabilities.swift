@@ -148,16 +148,15 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
         }
         defer {
             // Whatever the probes left (each removes its own when it can), then the directory.
-            // Each removal synced as the store's own are, so a crash cannot bring the
-            // scratch directory back.
+            // Not synced: a scratch directory that a crash brings back is removed by the next
+            // probe, and every fsync here delays every offline command on a slow drive.
             if let entries = try? OfflineSys.list(d) {
                 for e in entries {
                     if unlinkat(d, e.cName, 0) != 0 { unlinkat(d, e.cName, AT_REMOVEDIR) }
                 }
             }
-            _ = fsync(d)
             close(d)
-            if unlinkat(parent, dirName, AT_REMOVEDIR) == 0 { _ = fsync(parent) }
+            unlinkat(parent, dirName, AT_REMOVEDIR)
         }
         var c = BackingCapabilities()
         // Every probe file has the temp prefix too: a crash in the middle leaves a directory
@@ -229,9 +228,8 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
                 for i in (try? OfflineSys.list(fd)) ?? [] where i.name.hasPrefix(AtomicFile.tempPrefix) {
                     if unlinkat(fd, i.cName, 0) != 0 && depth < 2 { clear(fd, i.cName, depth: depth + 1) }
                 }
-                _ = fsync(fd)
                 close(fd)
-                if unlinkat(dfd, name, AT_REMOVEDIR) == 0 { _ = fsync(dfd) }
+                unlinkat(dfd, name, AT_REMOVEDIR)
             }
             clear(parent, e.cName, depth: 0)
         }
@@ -243,7 +241,6 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
         defer {
             _ = unlinkat(d, d1 + "/" + f, 0); _ = unlinkat(d, d1, AT_REMOVEDIR)
             _ = unlinkat(d, d2 + "/" + f, 0); _ = unlinkat(d, d2, AT_REMOVEDIR)
-            _ = fsync(d)
         }
         let w = openat(d, d1 + "/" + f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard w >= 0 else { return true }
