@@ -54,6 +54,9 @@
 #                        for the sequential ones.  Without photovault in the run the
 #                        columns fall back to gocryptfs vs passthrough_ll vs plain.
 #   WORK [/tmp/photovault-bench]   scratch: tmpfs mounts, disk backing, mountpoints
+#   DISK [$WORK/disk]    backing directory of BACKING=disk; may be the top of a mounted
+#                        drive outside WORK (an exFAT image: docs/STORAGE.md): its contents
+#                        are removed before and after, never the directory itself
 #   OUT [bench-results/<timestamp>] raw.tsv, report.md, env.txt, logs/ (relative to the
 #                        repository root unless absolute)
 #   PHOTOVAULT_BIN []    use this binary instead of building one
@@ -118,7 +121,7 @@ case $WORK in /*) ;; *) echo "WORK must be an absolute path" >&2; exit 1 ;; esac
 INPUTS=$WORK/inputs          # tmpfs: photos, thumbnails, tarball, export target
 RAMFS=$WORK/ram              # tmpfs: backing store for BACKING=tmpfs
 WARMFS=$WORK/warm            # tmpfs: warm_memory's scratch files
-DISKFS=$WORK/disk            # plain directory on WORK's filesystem for BACKING=disk
+DISKFS=${DISK:-$WORK/disk}   # plain directory (WORK's filesystem, or DISK) for BACKING=disk
 MNTROOT=$WORK/mnt            # FUSE mountpoints (never inside a tmpfs we unmount)
 BIN=$WORK/bin
 PASSFILE=$WORK/passfile
@@ -207,8 +210,11 @@ cleanup() {  # unmount everything under WORK (FUSE first, then tmpfs), deepest f
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
   done
   rm -f "$PASSFILE"
-  rm -rf "$DISKFS"   # disk backing data of an interrupted run (no mount is left above it now)
+  clear_disk   # disk backing data of an interrupted run (no mount is left above it now)
 }
+
+# Empties DISKFS, keeping the directory: it may be a drive's mountpoint (DISK).
+clear_disk() { [ -d "$DISKFS" ] && find "$DISKFS" -mindepth 1 -maxdepth 1 -exec rm -rf {} + ; return 0; }
 
 # Only the backing fs is synced (a global sync would also flush other tenants' data):
 # drop_caches drops clean pages only, and the FUSE view's pages were flushed by unmount.
@@ -655,7 +661,7 @@ run_backing() {  # run_backing tmpfs|disk ROUNDS "PHASE..." SYSTEM...
     local size; size=$(backing_size_mb); check_memory $(( size + WARM_MB ))
     mount_tmpfs "$RAMFS" "$size"; BACKROOT=$RAMFS
   else
-    rm -rf "$DISKFS"; mkdir -p "$DISKFS"; BACKROOT=$DISKFS
+    clear_disk; mkdir -p "$DISKFS"; BACKROOT=$DISKFS
   fi
   local r i n=${#PASS_SYSTEMS[@]} t0=$EPOCHREALTIME
   local -a rot
@@ -671,7 +677,7 @@ run_backing() {  # run_backing tmpfs|disk ROUNDS "PHASE..." SYSTEM...
   done
   write_env "$dir/env.txt"
   echo "wall time ($BACKING_NOW): $(fsub "$t0" "$EPOCHREALTIME") s" >> "$dir/env.txt"
-  if [ "$BACKING_NOW" = tmpfs ]; then umount "$RAMFS"; else rm -rf "$DISKFS"; fi
+  if [ "$BACKING_NOW" = tmpfs ]; then umount "$RAMFS"; else clear_disk; fi
 }
 
 report() {  # report DIR [METRIC-PREFIX]

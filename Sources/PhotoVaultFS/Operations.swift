@@ -479,7 +479,9 @@ extension VaultFileSystem {
     /// removed (put back if it is not empty after all), then the source takes its name. A
     /// crash in between leaves the source under its old name and at most a `.pvtmp-`
     /// directory holding only a `.pvdir` (fsck removes it); the target was empty, so
-    /// nothing is lost.
+    /// nothing is lost. (Removing it before the move, not after, is what keeps a target
+    /// that turns out not to be empty from ever sitting under a temp name.) If the final
+    /// rename fails, the source stays where it was and the empty target is gone.
     private func replaceEmptyDirectoryWithoutExchange(_ oldDir: Int32, _ ob: [UInt8], _ newDir: Int32, _ nb: [UInt8]) throws {
         let aside = Array((AtomicFile.tempPrefix + Base64Hex.random(8)).utf8)
         guard Syscall.renameat2(newDir, nb, newDir, aside, 0) == 0 else { throw FSError.last() }

@@ -60,11 +60,21 @@ public enum AtomicFile {
     /// which fsync refuses with EBADF: the directory is then opened for reading to be synced.
     public static func syncDirectory(_ dirfd: Int32, _ entry: String) throws {
         if FileIO.fsync(dirfd) == 0 { return }
-        guard errno == EBADF else { throw StoreError.posix("fsync the directory holding \(entry)") }
+        guard errno == EBADF else { return try directoryNotSynced(dirfd, entry) }
         let fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw StoreError.posix("open the directory holding \(entry)") }
         defer { close(fd) }
-        guard FileIO.fsync(fd) == 0 else { throw StoreError.posix("fsync the directory holding \(entry)") }
+        guard FileIO.fsync(fd) == 0 else { return try directoryNotSynced(fd, entry) }
+    }
+
+    /// A directory fsync that failed: the error, unless the drive cannot sync directories at
+    /// all (the probe found so: `BackingCapabilities.directoryFsync`) and says so with EINVAL,
+    /// ENOSYS or EOPNOTSUPP. Its new names are then as durable as the drive makes them, which
+    /// is all anything written there gets; an EIO is always an error.
+    static func directoryNotSynced(_ fd: Int32, _ entry: String) throws {
+        let e = errno
+        if [EINVAL, ENOSYS, EOPNOTSUPP].contains(e) && !BackingCapabilities.known(fd).directoryFsync { return }
+        throw StoreError.posix("fsync the directory holding \(entry)", e)
     }
 
     /// mkdir -p with mode 0700 for the components that do not exist yet, each synced into its

@@ -34,10 +34,30 @@ final class StorageDriveTests: XCTestCase {
         XCTAssertTrue(again.stderr.contains("already exists"), again.stderr)
         XCTAssertEqual(sb.run("ls -A \(Sandbox.quote(nested)) | grep -c pvtmp").stdout.trimmingCharacters(in: .whitespacesAndNewlines), "0",
                        "no temp file or probe directory is left")
+        // What the vault will refuse there is said at init.
+        let other = sb.pv(["init", "--store", sb.store + "/Other"])
+        XCTAssertEqual(other.status, 0, other.stderr)
+        XCTAssertTrue(other.stdout.contains("Note: this drive keeps no hard links, symlinks, extended attributes; the vault refuses them here"),
+                      other.stdout)
         let add = sb.pv(["user", "add", "alice", "--store", nested, "--passfile", sb.passfile])
         XCTAssertEqual(add.status, 0, add.stderr)
     }
 
+    /// A drive mounted elsewhere under a name that is not UTF-8 (an NTFS label in Latin-1,
+    /// 'Fotos-\xdc'): every mount was invisible to photovault, so `status` did not list the
+    /// vault and `unmount` said 'no vault is mounted' (exit 18) about a live one.
+    func testADriveWithALatin1NameElsewhereHidesNoVault() throws {
+        let sb = Sandbox("pv-latin1")
+        sb.initStore()
+        let mp = sb.mount()
+        let other = Sandbox.quote(sb.root + "/media")
+        sb.ok("mkdir -p \(other)/\"$(printf 'Fotos-\\xdc')\" && mount -t tmpfs -o size=1m tmpfs \(other)/Fotos-*")
+        defer { _ = sb.run("umount \(other)/Fotos-*; rm -rf \(other)") }
+        let status = sb.pv(["status"])
+        XCTAssertEqual(status.status, 0, status.stderr)
+        XCTAssertTrue(status.stdout.contains(mp), status.stdout)
+        sb.unmount(mp)
+    }
 }
 
 /// The photo workflow of issue 39, item 1, and the refusals of item 2, on a store on `drive`.
@@ -53,9 +73,9 @@ enum StorageWorkflow {
         cd \(qp)
         head -c 300000 /dev/urandom > beach.jpg; head -c 5000 /dev/urandom > dog.jpg
         printf 'secret holiday words' > notes.txt
-        mkdir trip && head -c 70000 /dev/urandom > trip/sunset.jpg
+        mkdir Roadtrip && head -c 70000 /dev/urandom > Roadtrip/sunset.jpg
         """)
-        sb.initStore(users: ["alice", "bob"])
+        sb.initStore(users: ["alice", "bobsleigh"])
         let passwd = sb.pv(["user", "passwd", "alice", "--store", sb.store, "--passfile", sb.passfile, "--new-passfile", sb.passfile])
         XCTAssertEqual(passwd.status, 0, passwd.stderr, file: file, line: line)
 
@@ -66,7 +86,7 @@ enum StorageWorkflow {
         mkdir \(qm)/Holiday
         mkdir -p \(qm)/Holiday/Day1/Morning
         cp \(qp)/beach.jpg \(qp)/notes.txt \(qm)/Holiday/
-        cp -r \(qp)/trip \(qm)/Holiday/Day1/
+        cp -r \(qp)/Roadtrip \(qm)/Holiday/Day1/
         mv \(qm)/Holiday/beach.jpg \(qm)/Holiday/beach-renamed.jpg
         mv \(qm)/Holiday/Day1 \(qm)/Holiday/First-day
         mkdir \(qm)/Empty
@@ -78,8 +98,8 @@ enum StorageWorkflow {
         rm \(qm)/Holiday/First-day/dog.jpg
         """, file: file, line: line)
         XCTAssertEqual(sb.ok("cd \(qm) && find . | sort", file: file, line: line).split(separator: "\n"),
-                       [".", "./Empty", "./Holiday", "./Holiday/First-day", "./Holiday/First-day/trip",
-                        "./Holiday/First-day/trip/sunset.jpg", "./Holiday/beach-renamed.jpg", "./Holiday/notes.txt"],
+                       [".", "./Empty", "./Holiday", "./Holiday/First-day", "./Holiday/First-day/Roadtrip",
+                        "./Holiday/First-day/Roadtrip/sunset.jpg", "./Holiday/beach-renamed.jpg", "./Holiday/notes.txt"],
                        file: file, line: line)
 
         // What the drive cannot hold: refused at that operation with a local file system's
@@ -122,7 +142,7 @@ enum StorageWorkflow {
         set -e
         cmp \(qp)/beach.jpg \(qm)/Holiday/beach-renamed.jpg
         cmp \(qp)/notes.txt \(qm)/Holiday/notes.txt
-        cmp \(qp)/trip/sunset.jpg \(qm)/Holiday/First-day/trip/sunset.jpg
+        cmp \(qp)/Roadtrip/sunset.jpg \(qm)/Holiday/First-day/Roadtrip/sunset.jpg
         [ "$(ls -A \(qm)/Holiday | tr '\\n' ' ')" = "First-day beach-renamed.jpg notes.txt " ]
         """, file: file, line: line)
 
@@ -136,12 +156,12 @@ enum StorageWorkflow {
 
         // Offline: import (a second time, the files are in place with their size and time: left
         // as they are, as the drive's mtimes allow), class set, export, fsck.
-        let imp = OfflineCommandTests.pv(sb, ["import", plain + "/trip", "/Imported"])
+        let imp = OfflineCommandTests.pv(sb, ["import", plain + "/Roadtrip", "/Imported"])
         XCTAssertEqual(imp.status, 0, imp.stderr, file: file, line: line)
-        let twice = OfflineCommandTests.pv(sb, ["import", plain + "/trip", "/Imported"])
+        let twice = OfflineCommandTests.pv(sb, ["import", plain + "/Roadtrip", "/Imported"])
         XCTAssertEqual(twice.status, 0, twice.stderr, file: file, line: line)
         XCTAssertTrue(twice.stderr.contains("already in place"), twice.stderr, file: file, line: line)
-        let offClass = OfflineCommandTests.pv(sb, ["class", "set", "/Imported/trip/sunset.jpg", "none"])
+        let offClass = OfflineCommandTests.pv(sb, ["class", "set", "/Imported/Roadtrip/sunset.jpg", "none"])
         XCTAssertEqual(offClass.status, 0, offClass.stderr, file: file, line: line)
         let out = sb.plainDir("out")
         let exp = OfflineCommandTests.pv(sb, ["export", "/", out])
@@ -149,26 +169,26 @@ enum StorageWorkflow {
         sb.ok("""
         set -e
         cmp \(qp)/beach.jpg \(Sandbox.quote(out))/Holiday/beach-renamed.jpg
-        cmp \(qp)/trip/sunset.jpg \(Sandbox.quote(out))/Imported/trip/sunset.jpg
-        cmp \(qp)/trip/sunset.jpg \(Sandbox.quote(out))/Holiday/First-day/trip/sunset.jpg
+        cmp \(qp)/Roadtrip/sunset.jpg \(Sandbox.quote(out))/Imported/Roadtrip/sunset.jpg
+        cmp \(qp)/Roadtrip/sunset.jpg \(Sandbox.quote(out))/Holiday/First-day/Roadtrip/sunset.jpg
         """, file: file, line: line)
         let fsck = OfflineCommandTests.pv(sb, ["fsck"])
         XCTAssertEqual(fsck.status, 0, fsck.stdout + fsck.stderr, file: file, line: line)
         XCTAssertTrue(fsck.stdout.contains(": 0 problems"), fsck.stdout, file: file, line: line)
 
-        // user remove --delete-photos takes bob's whole tree (its root used to stay on these
+        // user remove --delete-photos takes bobsleigh's whole tree (its root used to stay on these
         // drives, holding the still open `.pvmount` as `.fuse_hiddenN`).
         let trees = { sb.ok("ls \(Sandbox.quote(sb.store))/users | wc -l").trimmingCharacters(in: .whitespacesAndNewlines) }
         XCTAssertEqual(trees(), "2", file: file, line: line)
-        let remove = sb.pv(["user", "remove", "bob", "--store", sb.store, "--passfile", sb.passfile, "--delete-photos"])
+        let remove = sb.pv(["user", "remove", "bobsleigh", "--store", sb.store, "--passfile", sb.passfile, "--delete-photos"])
         XCTAssertEqual(remove.status, 0, remove.stderr, file: file, line: line)
         XCTAssertEqual(trees(), "1", file: file, line: line)
         XCTAssertEqual(OfflineCommandTests.pv(sb, ["fsck"]).status, 0, file: file, line: line)
         // Underneath: the drive itself, the SSH server's directory, rclone's remote and its
         // cache (which holds what it has not uploaded yet).
         for dir in drive.underneath(sb) {
-            XCTAssertEqual(Sandbox.scan(dir, ["Holiday", "beach", "sunset", "notes", "trip", "Imported", "secret holiday words",
-                                              "alice", "bob"]), [], "plaintext found in \(dir)", file: file, line: line)
+            XCTAssertEqual(Sandbox.scan(dir, ["Holiday", "beach", "sunset", "notes", "Roadtrip", "Imported", "secret holiday words",
+                                              "alice", "bobsleigh"]), [], "plaintext found in \(dir)", file: file, line: line)
         }
     }
 }

@@ -24,6 +24,17 @@ enum InitCommand {
         }
         try layout.initialise(config: StoreConfig(cipher: cipher, chunkSize: chunk))
         print("Created an empty PhotoVault store at \(DisplayText.escape(layout.root)) (\(cipher.name), \(chunk)-byte chunks).")
+        // What the vault will refuse on this drive, said now rather than at the first `ln -s`
+        // (the probe ran in initialise; docs/STORAGE.md).
+        let caps = BackingCapabilities.of(path: layout.root)
+        let refused = [(caps.hardLinks, "hard links"), (caps.symlinks, "symlinks"), (caps.xattrs, "extended attributes")]
+            .filter { !$0.0 }.map { $0.1 }
+        if !refused.isEmpty {
+            print("Note: this drive keeps no \(refused.joined(separator: ", ")); the vault refuses them here (see docs/STORAGE.md).")
+        }
+        if !caps.renamedDirectoryKeepsNewFiles {
+            print("Note: this drive loses new files in a renamed folder; the vault moves folders by copying (see docs/STORAGE.md).")
+        }
         print("Next: photovault user add [USER] --store \(DisplayText.escape(layout.root))")
         return 0
     }

@@ -130,13 +130,13 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
 
     static let probePrefix = AtomicFile.tempPrefix + "probe-"
 
-    /// One step for a signal (DeferredSignals): an import or export stopped by Ctrl-C while
-    /// it probes the store removes the probe directory first, as it does its own temp files.
+    /// One step for `DeferredSignals`: an import's SIGINT or SIGTERM during the probe waits
+    /// until the scratch directory is gone (it used to be left in the store).
     private static func probe(_ parent: Int32) throws -> BackingCapabilities {
-        try DeferredSignals.during { try probeNow(parent) }
+        try DeferredSignals.during { try probeUnderDeferredSignals(parent) }
     }
 
-    private static func probeNow(_ parent: Int32) throws -> BackingCapabilities {
+    private static func probeUnderDeferredSignals(_ parent: Int32) throws -> BackingCapabilities {
         removeStaleProbes(parent)
         let dirName = probePrefix + Base64Hex.random(6)
         guard mkdirat(parent, dirName, 0o700) == 0 else { throw StoreError.posix("mkdir \(dirName)") }
@@ -148,6 +148,8 @@ public struct BackingCapabilities: Sendable, Equatable, CustomStringConvertible 
         }
         defer {
             // Whatever the probes left (each removes its own when it can), then the directory.
+            // Not synced: a scratch directory that a crash brings back is removed by the next
+            // probe, and every fsync here delays every offline command on a slow drive.
             if let entries = try? OfflineSys.list(d) {
                 for e in entries {
                     if unlinkat(d, e.cName, 0) != 0 { unlinkat(d, e.cName, AT_REMOVEDIR) }

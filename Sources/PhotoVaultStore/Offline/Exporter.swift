@@ -141,8 +141,8 @@ public final class Exporter {
         func isUnchanged(_ st: stat, _ destfd: Int32, _ local: [CChar]) throws -> Bool {
             guard !force, let there = try OfflineSys.lstat(destfd, local), OfflineSys.isRegular(there),
                   let size = try? tree.layout.plaintextSize(ciphertextSize: UInt64(st.st_size)) else { return false }
-            return size == UInt64(there.st_size) && there.st_mtim.tv_sec == st.st_mtim.tv_sec
-                && there.st_mtim.tv_nsec == st.st_mtim.tv_nsec
+            return size == UInt64(there.st_size) && OfflineSys.sameModificationTime(
+                there.st_mtim, st.st_mtim, resolutionNs: BackingCapabilities.of(destfd).mtimeResolutionNs)
         }
 
         /// A local entry already in place: counted, not copied again.

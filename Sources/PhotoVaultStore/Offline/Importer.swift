@@ -273,8 +273,8 @@ public final class Importer {
         func isUnchanged(_ entry: VaultEntry, as st: stat) throws -> Bool {
             guard !force, let there = try entry.stat(), OfflineSys.isRegular(there),
                   let size = try? tree.layout.plaintextSize(ciphertextSize: UInt64(there.st_size)) else { return false }
-            return size == UInt64(st.st_size) && there.st_mtim.tv_sec == st.st_mtim.tv_sec
-                && there.st_mtim.tv_nsec == st.st_mtim.tv_nsec
+            return size == UInt64(st.st_size) && OfflineSys.sameModificationTime(
+                there.st_mtim, st.st_mtim, resolutionNs: BackingCapabilities.of(entry.parent.fd).mtimeResolutionNs)
         }
 
         /// Whether `entry` is already a symlink to `target` (without `force`).

@@ -51,6 +51,19 @@ public enum OfflineSys {
         return st
     }
 
+    /// Whether modification time `kept`, on a file system that keeps times to
+    /// `resolutionNs` (BackingCapabilities: 1 s on exfat-fuse and sshfs), is `source`'s as
+    /// that file system would have stored it: both truncated to its resolution. A rerun of an
+    /// import or export compares them; exact nanoseconds made every file on such a drive
+    /// look changed.
+    static func sameModificationTime(_ kept: timespec, _ source: timespec, resolutionNs: Int64) -> Bool {
+        let r = max(resolutionNs, 1)
+        func ns(_ t: timespec) -> Int64 { Int64(t.tv_sec) &* 1_000_000_000 &+ Int64(t.tv_nsec) }
+        let a = ns(kept), b = ns(source)
+        func floorDiv(_ x: Int64) -> Int64 { x >= 0 ? x / r : -((-x + r - 1) / r) }
+        return floorDiv(a) == floorDiv(b)
+    }
+
     public static func isDirectory(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFDIR }
     public static func isRegular(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFREG }
     public static func isSymlink(_ st: stat) -> Bool { st.st_mode & S_IFMT == S_IFLNK }
