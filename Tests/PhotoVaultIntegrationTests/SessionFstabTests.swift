@@ -26,7 +26,7 @@ final class SessionFstabTests: XCTestCase {
             cleanup() { for m in $(awk '$5 ~ "^\(s.root)" {print $5}' /proc/self/mountinfo); do fusermount3 -uz "$m"; done; }
             trap cleanup EXIT
             # Waits (at most 10 s) until the daemon of the vault is gone after an unmount.
-            daemon_gone() { for _ in $(seq 200); do photovault status | grep -q "no vault mounted" && return 0; sleep 0.05; done; return 1; }
+            daemon_gone() { for _ in $(seq 200); do photovault status | grep -qF "$MP$(printf '\\t')" || return 0; sleep 0.05; done; return 1; }
             \(script)
             """
         return Harness.run(["unshare", "-m", "--propagation", "private", "/bin/bash", "-c", full], env: s.env,

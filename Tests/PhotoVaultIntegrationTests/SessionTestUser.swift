@@ -20,7 +20,10 @@ enum SessionTestUser {
         let prep = Harness.sh("""
             set -e
             # usermod refuses while the user runs anything (a daemon of the previous test,
-            # still on its way out after its lazy unmount): wait for those first.
+            # still on its way out after its lazy unmount): wait for those first. The
+            # privacy sweep a previous test's unmount left (docs/PRIVACY.md: it keeps the
+            # thumbnail cache closed for 60 s) is ended: it belongs to that test's vault.
+            for p in $(pgrep -u \(name) -f '__privacy-sweep'); do kill "$p"; done
             for _ in $(seq 200); do pgrep -u \(name) >/dev/null || break; sleep 0.05; done
             usermod -d \(home) \(name) 2>/dev/null || true
             [ "$(getent passwd \(name) | cut -d: -f6)" = \(home) ] || { echo "the home of \(name) is not \(home)" >&2; exit 1; }
