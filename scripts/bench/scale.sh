@@ -288,6 +288,11 @@ scale_main() {
   RAW=$OUT/raw.tsv; printf 'size\tsystem\tmetric\tvalue\tunit\n' > "$RAW"
   echo "${RUN_SYSTEMS[*]}" > "$OUT/systems"
   rm -rf "$DISKFS"; mkdir -p "$DISKFS"; BACKROOT=$DISKFS; BACKING_NOW=disk
+  # The run's vaults are registered in a runtime directory of their own: a
+  # `photovault lock` run elsewhere on the machine (another user's session, a test suite)
+  # locks every vault it finds registered, and a locked vault unmounts (--on-lock default)
+  export XDG_RUNTIME_DIR=$WORK/runtime
+  rm -rf "$XDG_RUNTIME_DIR"; mkdir -m 700 -p "$XDG_RUNTIME_DIR"
   INPUTS=$WORK/inputs
   LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
   local t0=$EPOCHREALTIME i=0 k
