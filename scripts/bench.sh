@@ -20,6 +20,8 @@
 # Usage (as root, from anywhere in the repository):
 #   scripts/bench.sh                 build PhotoVault (release), run, print the report
 #   scripts/bench.sh --report DIR    re-print the report of an earlier run from DIR
+#   scripts/bench.sh --scale         (or SCALE=1) the scale mode: 10k and 100k files against
+#                                    gocryptfs; see scripts/bench/scale.sh (--scale --help)
 #   scripts/bench.sh --help
 #
 # Knobs (environment variables, defaults in brackets):
@@ -79,7 +81,7 @@
 set -uo pipefail
 export LC_ALL=C
 
-SELF=$(readlink -f "$0")
+SELF=$(readlink -f "${BASH_SOURCE[0]}")
 SCRIPT_DIR=$(dirname "$SELF")
 REPO=$(cd "$SCRIPT_DIR/.." && pwd)
 
@@ -685,6 +687,10 @@ report() {  # report DIR [METRIC-PREFIX]
 }
 
 main() {
+  if [ "${1:-}" = --scale ] || [ "${SCALE:-0}" = 1 ]; then
+    [ "${1:-}" = --scale ] && shift
+    exec bash "$SCRIPT_DIR/bench/scale.sh" "$@"
+  fi
   case "${1:-}" in
     -h|--help) sed -n '2,/^set -uo/p' "$SELF" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     --report)
@@ -750,4 +756,5 @@ main() {
   log "raw: $OUT/*raw.tsv  report: $OUT/report.md  logs: $LOGS"
 }
 
-main "$@"
+# scripts/bench/scale.sh sources this file for its functions
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then main "$@"; fi

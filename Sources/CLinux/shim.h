@@ -16,6 +16,7 @@
 #include <sys/xattr.h>
 #include <sys/vfs.h>
 #include <sched.h>
+#include <malloc.h>
 
 #include <dirent.h>
 #include <stddef.h>
@@ -48,6 +49,8 @@ static inline int pv_dup3_cloexec(int oldfd, int newfd) { return (int)syscall(SY
 static inline long pv_getdents64(int fd, void *buf, unsigned long size) { return syscall(SYS_getdents64, fd, buf, size); }
 static inline int pv_pipe2_cloexec(int fds[2]) { return (int)syscall(SYS_pipe2, fds, O_CLOEXEC); }
 static inline short pv_posix_spawn_setsid(void) { return 0x80; }      /* POSIX_SPAWN_SETSID (glibc >= 2.26) */
+/* mallopt(M_ARENA_MAX, 1): every thread allocates from malloc's main arena. */
+static inline int pv_malloc_single_arena(void) { return mallopt(M_ARENA_MAX, 1); }
 /* SCHED_BATCH (3) for the calling thread only (Linux schedules threads, not processes);
    threads it creates later inherit it. Any user may choose it: it changes no priority. */
 static inline int pv_sched_batch_self(void) { struct sched_param p = { 0 }; return sched_setscheduler(0, 3, &p); }

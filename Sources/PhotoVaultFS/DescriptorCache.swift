@@ -170,7 +170,7 @@ final class DescriptorCache: @unchecked Sendable {
         node.lastUse = tick
         if node.cachedFD >= 0 { return node.cachedFD }
         node.cachedFD = fd
-        node.slot = cached.count
+        node.slot = Int32(cached.count)
         cached.append(node)
         if cached.count > capacity { lockedEvict() }
         return fd
@@ -190,11 +190,11 @@ final class DescriptorCache: @unchecked Sendable {
 
     /// Caller holds `mutex`. Takes `node`'s descriptor out of the cache and retires it.
     private func lockedRemove(_ node: Inode) {
-        let i = node.slot
+        let i = Int(node.slot)
         let last = cached.removeLast()
         if last !== node {
             cached[i] = last
-            last.slot = i
+            last.slot = node.slot
         }
         retired.append(node.cachedFD)
         retiredCount.store(retired.count, ordering: .relaxed)

@@ -10,18 +10,20 @@ import PhotoVaultCrypto
 /// `DescriptorCache`, which keeps only the recently used ones open and reopens the others
 /// from `backingParent` and `backingName`.
 final class Inode: @unchecked Sendable {
+    // The daemon holds one of these for every file the kernel remembers (100,000 after an
+    // `ls -lR` of such a library): fields of 4 bytes or less are declared in pairs, since a
+    // class keeps its fields in declaration order, padding each to its alignment.
     let nodeID: UInt64
     let backingIno: UInt64
     let dev: UInt64
     let fileType: mode_t
-    private let descriptors: DescriptorCache
-
     // Guarded by the descriptor cache's mutex.
     var cachedFD: Int32 = -1
+    private let descriptors: DescriptorCache
     var lastUse: UInt64 = 0
-    var slot = -1
+    var slot: Int32 = -1
     /// Open handles (a file or directory): the descriptor stays while there are any.
-    var pins = 0
+    var pins: Int32 = 0
     /// The directory and encrypted name the backing entry was last seen under (looked up,
     /// created or renamed through the mount); nil for the root. A strong reference: a
     /// directory the kernel forgot still leads to its children.
@@ -38,16 +40,17 @@ final class Inode: @unchecked Sendable {
     // Guarded by the table's mutex.
     var lookups: UInt64 = 0
     /// Best-effort plaintext location, for log lines and the class of a header-less file.
+    /// `name` stays empty when the table keeps no names (`InodeTable.keepsNames`).
     var parentID: UInt64 = 0
     var name: [UInt8] = []
 
     // Guarded by `stateLock`.
-    let stateLock = PMutex()
-    var naming: DirectoryNaming?
+    let stateLock = InlineLock()
     /// Whether a `.pvdir` that could not be read was logged for this directory (once).
     var namingFailureLogged = false
     /// Whether an extended attribute name that fails authentication was logged for this inode (once).
     var xattrNameFailureLogged = false
+    var naming: DirectoryNaming?
     var content: ContentState?
 
     init(nodeID: UInt64, st: stat, descriptors: DescriptorCache) {
@@ -75,6 +78,10 @@ final class InodeTable: @unchecked Sendable {
     /// The backing root's descriptor, open for the mount's lifetime.
     let rootFD: Int32
     let descriptors: DescriptorCache
+    /// Whether nodes keep their plaintext name, which only log lines use (`path(of:)`): a
+    /// background daemon never logs names (`MountOptions.logsPlaintextPaths`), and an array
+    /// per remembered file was 48 bytes of its memory each (5 MiB at 100,000 files).
+    let keepsNames: Bool
     /// Node ID ranges of backing inode numbers that are not passed through (see `nodeID`),
     /// by (st_dev, st_ino >> 48), kept for the mount's lifetime so that a file's number does
     /// not change between lookups. Guarded by `mutex`.
@@ -86,8 +93,10 @@ final class InodeTable: @unchecked Sendable {
     /// 15 bits of range number beside the flag and the 48 low bits.
     static let maxRanges: UInt64 = 1 << 15 - 1
 
-    init(rootFD: Int32, rootStat: stat, descriptorCapacity: Int = DescriptorCache.defaultCapacity()) {
+    init(rootFD: Int32, rootStat: stat, descriptorCapacity: Int = DescriptorCache.defaultCapacity(),
+         keepsNames: Bool = true) {
         self.rootFD = rootFD
+        self.keepsNames = keepsNames
         descriptors = DescriptorCache(capacity: descriptorCapacity)
         root = Inode(nodeID: UInt64(FUSE_ROOT_ID_VALUE), st: rootStat, descriptors: descriptors)
         root.lookups = 1   // never forgotten
@@ -117,13 +126,13 @@ final class InodeTable: @unchecked Sendable {
             if let n = nodes[id] {
                 n.lookups += 1
                 n.parentID = parent.nodeID
-                n.name = name
+                if keepsNames { n.name = name }
                 return n
             }
             let n = Inode(nodeID: id, st: st, descriptors: descriptors)
             n.lookups = 1
             n.parentID = parent.nodeID
-            n.name = name
+            if keepsNames { n.name = name }
             nodes[id] = n
             return n
         }
@@ -142,7 +151,7 @@ final class InodeTable: @unchecked Sendable {
             guard let id = lockedNodeID(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), allocate: false),
                   let n = nodes[id], n !== root else { return nil }
             n.parentID = parent.nodeID
-            n.name = name
+            if keepsNames { n.name = name }
             return n
         }
         if let moved { descriptors.located(moved, in: parent, as: backing) }
@@ -240,6 +249,7 @@ final class InodeTable: @unchecked Sendable {
             nodes = fresh
         }
     }
+
 
     /// Nodes the kernel remembers now (the root included), for tests and status.
     var count: Int { mutex.withLock { nodes.count } }

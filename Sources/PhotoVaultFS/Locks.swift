@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// A heap-allocated pthread mutex: libfuse worker threads share the filesystem's tables,
 /// and a heap allocation keeps the mutex's address stable (Swift may move inline storage).
@@ -21,6 +22,21 @@ final class PMutex: @unchecked Sendable {
         pthread_mutex_lock(m)
         defer { pthread_mutex_unlock(m) }
         return try body()
+    }
+}
+
+/// A lock stored inside its owner, with no allocation of its own: each inode has one, and a
+/// library of 100,000 photos makes the kernel remember 100,000 inodes (a `PMutex`, an
+/// object plus a heap pthread mutex, took 80 bytes of the daemon's memory for each). A
+/// futex word (`Synchronization.Mutex`) that never moves while its owner lives.
+struct InlineLock: ~Copyable, @unchecked Sendable {
+    private let m = Mutex<Void>(())
+
+    init() {}
+
+    @inline(__always)
+    borrowing func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        try m.withLock { (_: inout Void) throws(E) -> R in try body() }
     }
 }
 

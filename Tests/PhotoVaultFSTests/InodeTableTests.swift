@@ -46,6 +46,24 @@ final class InodeTableTests: XCTestCase {
         XCTAssertEqual(table.path(of: 1), "/")
     }
 
+    /// A background daemon logs no names, so its table keeps none: a remembered file costs
+    /// no plaintext name array (memory at 100,000 files), and none sits in its memory. The
+    /// backing name, which reopens the file, is kept either way.
+    func testATableThatKeepsNoNamesHoldsNoPlaintextName() throws {
+        for keeps in [true, false] {
+            let table = InodeTable(rootFD: -1, rootStat: stat(ino: 2, mode: S_IFDIR | 0o700), keepsNames: keeps)
+            let st = stat(ino: 77, mode: S_IFREG | 0o600)
+            let node = try table.insert(fd: open("/dev/null", O_RDONLY), st: st, parent: table.root,
+                                        backing: Array("c2VhbGVk".utf8), name: Array("beach.jpg".utf8))
+            XCTAssertEqual(node.name, keeps ? Array("beach.jpg".utf8) : [])
+            XCTAssertEqual(node.backingName, Array("c2VhbGVk".utf8))
+            XCTAssertEqual(table.path(of: node.nodeID).contains("beach"), keeps)
+            table.renamed(st, parent: table.root, backing: Array("bmV3".utf8), name: Array("sunset.jpg".utf8))
+            XCTAssertEqual(node.name, keeps ? Array("sunset.jpg".utf8) : [])
+            XCTAssertEqual(node.backingName, Array("bmV3".utf8))
+        }
+    }
+
     /// Backing files are told apart by (st_dev, st_ino): a tree may span file systems that
     /// number files alike. The tree's own file system keeps its numbers; the others (and
     /// numbers of 2^48 or more) get the top bit, a range per (dev, ino >> 48) and the low 48
