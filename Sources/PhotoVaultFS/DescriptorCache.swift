@@ -101,7 +101,11 @@ final class DescriptorCache: @unchecked Sendable {
         }
     }
 
-    var hasRetired: Bool { retiredCount.load(ordering: .relaxed) > 0 }
+    /// Enough retired descriptors to be worth a barrier. Closing after every request that
+    /// retired one made `rm -rf` pay a barrier per unlinked file (each FORGET retires one):
+    /// a batch keeps that to one per `closeBatch`, and at most that many wait to be closed.
+    var hasRetired: Bool { retiredCount.load(ordering: .relaxed) >= closeBatch }
+    var closeBatch: Int { max(8, capacity / 8) }
 
     /// Closes the retired descriptors once no request that may hold one is in flight:
     /// `barrier` returns only when every request that started before it has ended (the
