@@ -53,6 +53,18 @@ public enum RecentFiles {
         var carried: [UInt8] = Array("<xbel>\n</xbel>".utf8)   // entries only `aside` holds
         defer { close(expected) }
         func sameFile(_ a: stat, _ b: stat) -> Bool { a.st_ino == b.st_ino && a.st_dev == b.st_dev }
+        /// The application's version in place now becomes the one expected, and ours is made
+        /// again from it (with what only a swapped-out version held). False if it cannot be read.
+        func startFromTheirs() -> Bool {
+            let fd = pv_open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)
+            guard fd >= 0, let theirs = readAll(fd) else { if fd >= 0 { close(fd) }; return false }
+            let (kept, n) = filter(theirs, vaultPrefixes: vaultPrefixes)
+            removedTotal += n
+            ours = merge(carried, into: kept)
+            close(expected)
+            expected = fd
+            return true
+        }
         for _ in 0..<50 {
             var template = Array((PrivacyPaths.join(dir, "." + base + ".pvtmp-XXXXXX")).utf8CString)
             let tfd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
@@ -65,13 +77,7 @@ public enum RecentFiles {
             if lstat(file, &now) != 0 || !sameFile(now, want) {
                 // Replaced while we wrote: start from the application's version.
                 close(tfd); unlink(temp)
-                let fd = pv_open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)
-                guard fd >= 0, let theirs = readAll(fd) else { if fd >= 0 { close(fd) }; break }
-                let (kept, n) = filter(theirs, vaultPrefixes: vaultPrefixes)
-                removedTotal += n
-                ours = merge(carried, into: kept)
-                close(expected)
-                expected = fd
+                guard startFromTheirs() else { break }
                 continue
             }
             guard pv_renameat2(AT_FDCWD, temp, AT_FDCWD, file, UInt32(PV_RENAME_EXCHANGE)) == 0 else {
@@ -106,13 +112,7 @@ public enum RecentFiles {
                 if let a = aside { unlink(a) }
                 aside = temp
             }
-            let fd = pv_open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)
-            guard fd >= 0, let theirs = readAll(fd) else { if fd >= 0 { close(fd) }; break }
-            let (kept, n) = filter(theirs, vaultPrefixes: vaultPrefixes)
-            removedTotal += n
-            ours = merge(carried, into: kept)
-            close(expected)
-            expected = fd
+            guard startFromTheirs() else { break }
         }
         // Given up: the last application version swapped out goes back in place.
         if let a = aside { _ = pv_renameat2(AT_FDCWD, a, AT_FDCWD, file, UInt32(PV_RENAME_EXCHANGE)); unlink(a) }
