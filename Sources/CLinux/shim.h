@@ -58,6 +58,15 @@ static inline int pv_sched_batch_self(void) { struct sched_param p = { 0 }; retu
 static inline int pv_reserve(int fd, long long offset, long long length) {
     return (int)syscall(SYS_fallocate, fd, 0x01, (off_t)offset, (off_t)length);
 }
+/* fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE): give back the blocks of a range,
+   which then reads as zeros; the size stays. */
+static inline int pv_punch_hole(int fd, long long offset, long long length) {
+    return (int)syscall(SYS_fallocate, fd, 0x02 | 0x01, (off_t)offset, (off_t)length);
+}
+/* fallocate(2) with any mode (PUNCH_HOLE, ZERO_RANGE, ...): for the plain passthrough tree. */
+static inline int pv_fallocate(int fd, int mode, long long offset, long long length) {
+    return (int)syscall(SYS_fallocate, fd, mode, (off_t)offset, (off_t)length);
+}
 /* fstatfs's f_type (the filesystem's magic number), or -1 with errno set. */
 static inline long long pv_fs_type(int fd) {
     struct statfs s;

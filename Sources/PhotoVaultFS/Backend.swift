@@ -27,6 +27,11 @@ protocol FileContent: AnyObject {
     func truncate(to size: Int64) throws
     /// fallocate(2) mode 0 or FALLOC_FL_KEEP_SIZE (`keepSize`) of [offset, offset + length).
     func allocate(offset: Int64, length: Int64, keepSize: Bool) throws
+    /// fallocate(2) FALLOC_FL_PUNCH_HOLE or FALLOC_FL_ZERO_RANGE of [offset, offset + length):
+    /// the range reads as zeros; without `keepSize` a range past the end extends the file.
+    func zeroRange(offset: Int64, length: Int64, keepSize: Bool) throws
+    /// lseek(2) SEEK_DATA (`data`) or SEEK_HOLE; ENXIO at or past the end.
+    func seek(from offset: Int64, data: Bool) throws -> Int64
     func sync(dataOnly: Bool) throws
     /// Forgets the file key (device lock); later reads and writes fail with `.locked`.
     func wipeKey()
@@ -57,9 +62,17 @@ protocol TreeBackend: AnyObject, Sendable {
     /// Opens the content of an existing file (`fd` is open O_RDWR or O_RDONLY). Its errors
     /// name no path: the adapter's log line names the file's path at the time of the error.
     /// `cls`: the class of a header written on the first write (its directory's default).
-    func openContent(fd: Int32, classForNewHeader cls: ProtectionClass?) throws -> FileContent
+    /// `rootFD`: the tree's root, where the content keeps what lives outside the file (holes).
+    func openContent(fd: Int32, classForNewHeader cls: ProtectionClass?, rootFD: Int32) throws -> FileContent
     /// Initialises a new, empty file's content (writes its header) with class `cls`.
-    func createContent(fd: Int32, protectionClass cls: ProtectionClass?) throws -> FileContent
+    func createContent(fd: Int32, protectionClass cls: ProtectionClass?, rootFD: Int32) throws -> FileContent
+    /// Before the last link of the regular file `fd` goes (unlink, rename over it): what
+    /// lives outside the file for it, to pass to `fileRemoved` once it has no link left.
+    func companionsOfFile(_ fd: Int32, rootFD: Int32) -> [String]
+    /// Whether any file of the tree may have companions (`companionsOfFile` is then asked).
+    func mayHaveCompanionsOfFiles(rootFD: Int32) -> Bool
+    /// Removes companions `companionsOfFile` named, in the tree's root.
+    func fileRemoved(companions: [String], rootFD: Int32)
     /// The class new files in a directory get (stored with the directory).
     func defaultClass(in dir: DirectoryNaming) -> ProtectionClass?
     func setDefaultClass(_ cls: ProtectionClass, in dir: DirectoryNaming, dirFD: Int32) throws

@@ -150,13 +150,42 @@ final class EncryptedBackend: TreeBackend, @unchecked Sendable {
         Int64(tree.layout.reportedSize(ciphertextSize: UInt64(max(0, backingSize))))
     }
 
-    func openContent(fd: Int32, classForNewHeader cls: ProtectionClass?) throws -> FileContent {
-        EncryptedContent(try ContentFile(fd: fd, layout: tree.layout, keyring: keyring, classForNewHeader: cls ?? .default))
+    func openContent(fd: Int32, classForNewHeader cls: ProtectionClass?, rootFD: Int32) throws -> FileContent {
+        EncryptedContent(try ContentFile(fd: fd, layout: tree.layout, keyring: keyring, classForNewHeader: cls ?? .default,
+                                         holeMaps: holeMaps(rootFD)))
     }
 
-    func createContent(fd: Int32, protectionClass cls: ProtectionClass?) throws -> FileContent {
+    func createContent(fd: Int32, protectionClass cls: ProtectionClass?, rootFD: Int32) throws -> FileContent {
         EncryptedContent(try ContentFile.create(fd: fd, layout: tree.layout, keyring: keyring,
-                                                protectionClass: cls ?? .default))
+                                                protectionClass: cls ?? .default, holeMaps: holeMaps(rootFD)))
+    }
+
+    /// One `HoleMapStore` for the mount's root (it only names the descriptor).
+    private let holeMapStores = PMutex()
+    nonisolated(unsafe) private var holeMapStore: HoleMapStore?
+    private func holeMaps(_ rootFD: Int32) -> HoleMapStore {
+        holeMapStores.withLock {
+            if let s = holeMapStore, s.rootFD == rootFD { return s }
+            let s = HoleMapStore(rootFD: rootFD)
+            holeMapStore = s
+            return s
+        }
+    }
+
+    /// A file of format version 2 may have a hole map (`HoleMapFile`), named by the file ID
+    /// in its header; one pread of the header's clear part, and only for such a file.
+    func companionsOfFile(_ fd: Int32, rootFD: Int32) -> [String] {
+        var b = [UInt8](repeating: 0, count: FileHeader.prefixSize)
+        guard let n = try? b.withUnsafeMutableBytes({ try FileIO.readFully(fd, $0.baseAddress!, FileHeader.prefixSize, offset: 0) }),
+              n == FileHeader.prefixSize, Array(b[0..<4]) == FileHeader.magic,
+              Int(b[4]) | Int(b[5]) << 8 >= Int(FileHeader.sparseVersion) else { return [] }
+        return [HoleMapFile.name(fileID: Array(b[8..<24]))]
+    }
+
+    func mayHaveCompanionsOfFiles(rootFD: Int32) -> Bool { holeMaps(rootFD).mayHoldMaps }
+
+    func fileRemoved(companions: [String], rootFD: Int32) {
+        for c in companions { _ = unlinkat(rootFD, c, 0) }
     }
 
     func defaultClass(in dir: DirectoryNaming) -> ProtectionClass? { info(dir).defaultClass }
@@ -259,6 +288,12 @@ final class EncryptedContent: FileContent {
     func truncate(to size: Int64) throws { try file.truncate(to: UInt64(size), dropsSetID: DeviceIO.requestDropsSetID) }
     func allocate(offset: Int64, length: Int64, keepSize: Bool) throws {
         try file.allocate(upTo: UInt64(offset) + UInt64(length), keepSize: keepSize)
+    }
+    func zeroRange(offset: Int64, length: Int64, keepSize: Bool) throws {
+        try file.zeroRange(offset: UInt64(offset), length: UInt64(length), keepSize: keepSize)
+    }
+    func seek(from offset: Int64, data: Bool) throws -> Int64 {
+        Int64(try file.seek(from: UInt64(offset), data: data))
     }
     func sync(dataOnly: Bool) throws { try file.sync() }
     func wipeKey() { file.forgetKey() }

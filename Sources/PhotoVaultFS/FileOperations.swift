@@ -55,7 +55,7 @@ extension VaultFileSystem {
             guard fd >= 0 else { throw FSError.last() }
             let file: FileContent
             do {
-                file = try backend.openContent(fd: fd, classForNewHeader: classForNewHeader(of: node))
+                file = try backend.openContent(fd: fd, classForNewHeader: classForNewHeader(of: node), rootFD: table.rootFD)
             } catch {
                 close(fd)
                 throw error
@@ -103,7 +103,7 @@ extension VaultFileSystem {
         owner?.apply(to: backing, in: pfd)
         let file: FileContent
         do {
-            file = try backend.createContent(fd: fd, protectionClass: backend.defaultClass(in: try naming(of: p)))
+            file = try backend.createContent(fd: fd, protectionClass: backend.defaultClass(in: try naming(of: p)), rootFD: table.rootFD)
         } catch {
             close(fd)
             _ = Syscall.unlinkat(pfd, backing, 0)
@@ -273,39 +273,41 @@ extension VaultFileSystem {
         }
     }
 
-    /// fallocate(2). The mount has no holes: mode 0 extends the file with sealed zeros (as a
-    /// truncate up), FALLOC_FL_KEEP_SIZE reserves the ciphertext's space past the end; other
-    /// modes (punching, zeroing, collapsing, inserting ranges) are not supported.
+    /// fallocate(2). Mode 0 extends the file with sealed zeros (the space is promised, so no
+    /// hole), FALLOC_FL_KEEP_SIZE reserves the ciphertext's space past the end;
+    /// FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE, as the kernel requires) and FALLOC_FL_ZERO_RANGE
+    /// make the range holes (FORMAT.md section 5). Collapsing, inserting and unsharing ranges
+    /// are not supported (EOPNOTSUPP), as on tmpfs.
     func fallocate(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ mode: Int32, _ off: off_t, _ length: off_t,
                    _ fi: UnsafeMutablePointer<fuse_file_info>?) {
         guard let h = handle(fi) else { fuse_reply_err(req, EBADF); return }
         do {
-            guard mode & ~FALLOC_FL_KEEP_SIZE_VALUE == 0 else { throw FSError.notSupported }
+            let keep = mode & FALLOC_FL_KEEP_SIZE_VALUE != 0
+            let zeroing = mode & ~FALLOC_FL_KEEP_SIZE_VALUE
+            guard zeroing == 0 || zeroing == FALLOC_FL_PUNCH_HOLE_VALUE || zeroing == FALLOC_FL_ZERO_RANGE_VALUE else {
+                throw FSError.notSupported
+            }
+            guard zeroing != FALLOC_FL_PUNCH_HOLE_VALUE || keep else { throw FSError.notSupported }
             guard off >= 0, length > 0 else { throw FSError.invalidArgument }
             guard off <= off_t.max - length else { throw FSError.posix(EFBIG) }
-            try h.content.allocate(offset: Int64(off), length: Int64(length), keepSize: mode != 0)
+            if zeroing != 0 {
+                try h.content.zeroRange(offset: Int64(off), length: Int64(length), keepSize: keep)
+            } else {
+                try h.content.allocate(offset: Int64(off), length: Int64(length), keepSize: keep)
+            }
             fuse_reply_err(req, 0)
         } catch {
             fail(req, error, "fallocate \(table.path(of: ino)) at \(off)")
         }
     }
 
-    /// SEEK_DATA / SEEK_HOLE (the kernel handles the other whences): no holes are tracked,
-    /// so the whole file is data.
+    /// SEEK_DATA / SEEK_HOLE (the kernel handles the other whences), from the file's hole map.
     func lseek(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ off: off_t, _ whence: Int32, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
         guard let h = handle(fi) else { fuse_reply_err(req, EBADF); return }
         do {
-            let size = off_t(try h.content.size())
-            switch whence {
-            case SEEK_DATA_VALUE:
-                guard off < size else { throw FSError.posix(ENXIO) }
-                fuse_reply_lseek(req, off)
-            case SEEK_HOLE_VALUE:
-                guard off < size else { throw FSError.posix(ENXIO) }
-                fuse_reply_lseek(req, size)
-            default:
-                throw FSError.invalidArgument
-            }
+            guard whence == SEEK_DATA_VALUE || whence == SEEK_HOLE_VALUE else { throw FSError.invalidArgument }
+            guard off >= 0 else { throw FSError.posix(ENXIO) }
+            fuse_reply_lseek(req, off_t(try h.content.seek(from: Int64(off), data: whence == SEEK_DATA_VALUE)))
         } catch {
             fail(req, error, "lseek \(table.path(of: ino))")
         }
@@ -457,3 +459,5 @@ extension VaultFileSystem {
 }
 
 let FALLOC_FL_KEEP_SIZE_VALUE: Int32 = 0x01
+let FALLOC_FL_PUNCH_HOLE_VALUE: Int32 = 0x02
+let FALLOC_FL_ZERO_RANGE_VALUE: Int32 = 0x10

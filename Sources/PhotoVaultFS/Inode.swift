@@ -372,6 +372,21 @@ final class ContentState: @unchecked Sendable {
         }
     }
 
+    func zeroRange(offset: Int64, length: Int64, keepSize: Bool) throws {
+        try rw.withWriteLock {
+            if keyWiped { throw FSError.locked }
+            try file.zeroRange(offset: offset, length: length, keepSize: keepSize)
+        }
+    }
+
+    /// SEEK_DATA (`data`) or SEEK_HOLE: needs no key (the map is in memory).
+    func seek(from offset: Int64, data: Bool) throws -> Int64 {
+        try rw.withReadLock {
+            if closed { throw FSError.posix(EBADF) }
+            return try file.seek(from: offset, data: data)
+        }
+    }
+
     /// Throws once the content is closed: its descriptor number may already belong to another
     /// file (a stat racing the last release must then use the backing file's size).
     func size() throws -> Int64 {

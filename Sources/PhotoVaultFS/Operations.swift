@@ -318,8 +318,15 @@ extension VaultFileSystem {
             let pfd = try p.fd
             let b = try backend.backingName(name, in: nm, dirFD: pfd)
             let held = holdSymlinkWithCompanion(pfd, b)
-            guard Syscall.unlinkat(pfd, b, 0) == 0 else { let e = errno; releaseHeldSymlink(held); throw FSError.posix(e) }
+            let heldFile = held == nil ? holdFileWithCompanions(pfd, b) : nil
+            guard Syscall.unlinkat(pfd, b, 0) == 0 else {
+                let e = errno
+                releaseHeldSymlink(held)
+                releaseHeldFile(heldFile)
+                throw FSError.posix(e)
+            }
             releaseHeldSymlink(held)
+            releaseHeldFile(heldFile)
             backend.nameRemoved(b, in: nm, dirFD: pfd)
             fuse_reply_err(req, 0)
         } catch {
@@ -407,13 +414,19 @@ extension VaultFileSystem {
                 }
             }
             var replaced: HeldSymlink? = nil
+            var replacedFile: HeldFile? = nil
             let nb = try makingName(newname, in: np) { nb in
-                // A symlink renamed over loses a link: its companion may have to go.
-                if flags == 0 && !(p === np && ob == nb) { replaced = holdSymlinkWithCompanion(npfd, nb) }
+                // A symlink or a file with holes renamed over loses a link: its companion may have to go.
+                if flags == 0 && !(p === np && ob == nb) {
+                    replaced = holdSymlinkWithCompanion(npfd, nb)
+                    if replaced == nil { replacedFile = holdFileWithCompanions(npfd, nb) }
+                }
                 if backingRename(pfd, ob, npfd, nb, flags) != 0 {
                     let e = errno
                     releaseHeldSymlink(replaced)
+                    releaseHeldFile(replacedFile)
                     replaced = nil
+                    replacedFile = nil
                     // A directory may replace an empty one (rename(2)); the backing target still
                     // holds its .pvdir, so the kernel says ENOTEMPTY/EEXIST (sshfs: EPERM, the
                     // SFTP server's failure having no errno).
@@ -424,6 +437,7 @@ extension VaultFileSystem {
                 return nb
             }
             releaseHeldSymlink(replaced)
+            releaseHeldFile(replacedFile)
             if flags & UInt32(RENAME_EXCHANGE_VALUE) == 0 && !(p === np && ob == nb) {
                 backend.nameRemoved(ob, in: nm, dirFD: pfd)
             }

@@ -25,10 +25,13 @@ final class PlainBackend: TreeBackend, @unchecked Sendable {
 
     func plaintextSize(backingSize: Int64) -> Int64 { backingSize }
 
-    func openContent(fd: Int32, classForNewHeader cls: ProtectionClass?) throws -> FileContent { PlainContent(fd: fd) }
-    func createContent(fd: Int32, protectionClass cls: ProtectionClass?) throws -> FileContent {
+    func openContent(fd: Int32, classForNewHeader cls: ProtectionClass?, rootFD: Int32) throws -> FileContent { PlainContent(fd: fd) }
+    func createContent(fd: Int32, protectionClass cls: ProtectionClass?, rootFD: Int32) throws -> FileContent {
         PlainContent(fd: fd)
     }
+    func companionsOfFile(_ fd: Int32, rootFD: Int32) -> [String] { [] }
+    func mayHaveCompanionsOfFiles(rootFD: Int32) -> Bool { false }
+    func fileRemoved(companions: [String], rootFD: Int32) {}
     func defaultClass(in dir: DirectoryNaming) -> ProtectionClass? { nil }
     func setDefaultClass(_ cls: ProtectionClass, in dir: DirectoryNaming, dirFD: Int32) throws { throw FSError.notSupported }
     func setProtectionClass(_ cls: ProtectionClass, of content: FileContent) throws { throw FSError.notSupported }
@@ -104,6 +107,17 @@ final class PlainContent: FileContent {
             let e = posix_fallocate(fd, off_t(offset), off_t(length))
             guard e == 0 else { throw FSError.posix(e) }
         }
+    }
+
+    func zeroRange(offset: Int64, length: Int64, keepSize: Bool) throws {
+        let mode: Int32 = keepSize ? FALLOC_FL_PUNCH_HOLE_VALUE | FALLOC_FL_KEEP_SIZE_VALUE : FALLOC_FL_ZERO_RANGE_VALUE
+        guard pv_fallocate(fd, mode, offset, length) == 0 else { throw FSError.last() }
+    }
+
+    func seek(from offset: Int64, data: Bool) throws -> Int64 {
+        let r = Glibc.lseek(fd, off_t(offset), data ? SEEK_DATA_VALUE : SEEK_HOLE_VALUE)
+        guard r >= 0 else { throw FSError.last() }
+        return Int64(r)
     }
 
     func sync(dataOnly: Bool) throws {

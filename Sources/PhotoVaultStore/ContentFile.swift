@@ -8,17 +8,21 @@ import PhotoVaultCrypto
 /// its own read-write lock: reads run in parallel, writes and truncates are exclusive because
 /// a partial chunk is read, modified and resealed. Each request costs one `pread` and/or one
 /// `pwrite` of the whole sealed range, whatever the number of chunks.
-/// Holes (writes past the end, truncate up) are filled with sealed zero chunks, so there is
-/// no unauthenticated "all-zero means hole" rule: every byte read back is authenticated.
+/// Holes (FORMAT.md section 5): a gap of at least `minimumHole` chunks left by a write past
+/// the end or a truncate up, and every chunk a punch or zero range covers, is a hole: nothing
+/// is written there, and the file's `HoleMap` (a sealed companion in the tree's root) says
+/// so. A chunk whose slot is all zeros reads as zeros only where that map names it; anywhere
+/// else it fails authentication, so ciphertext zeroed or punched underneath reads as EIO,
+/// never as zeros. Smaller gaps are sealed zeros, as in files of format version 1.
 public final class ContentFile: @unchecked Sendable {
     public let fd: Int32
     public let layout: ChunkLayout
-    private let keyring: UserKeyring
-    private let classForNewHeader: ProtectionClass
-    private var rw = pthread_rwlock_t()
+    let keyring: UserKeyring
+    let classForNewHeader: ProtectionClass
+    var rw = pthread_rwlock_t()
     private(set) public var header: FileHeader?
-    private var chunks: ChunkCipher?
-    private var fileKey: SecureBytes?
+    var chunks: ChunkCipher?
+    var fileKey: SecureBytes?
     /// Set when the file key was wiped by a lock: every later access fails with `.locked`.
     private(set) public var keyForgotten = false
     /// Best-effort plaintext path, for error messages and logs.
@@ -27,13 +31,29 @@ public final class ContentFile: @unchecked Sendable {
     /// filesystems): such rewrites are reserved first (`InPlaceOverwrite`). Asked on the
     /// first write (under the write lock), not on every open.
     private lazy var overwritesMayNeedSpace = InPlaceOverwrite.mayNeedSpace(fd)
+    /// Where the hole map lives; nil: this file gets no holes (gaps are sealed zeros) and a
+    /// version-2 file's zero chunks read as EIO.
+    let holeStore: HoleMapStore?
+    /// The file's holes, exact in memory.
+    var holes = HoleMap()
+    /// The companion still names chunks written since (removals are saved at sync, close
+    /// and lock, not on every write that fills a hole).
+    var holesUnsaved = false
+    /// The companion on disk says "may name written chunks" (state 0): set before the first
+    /// write into a hole after a save, so that a crash before the next save never leaves a
+    /// map that calls data a hole (a reader then drops the chunks that hold data).
+    var diskMapDirty = false
+    /// The smallest gap past the end that becomes a hole rather than sealed zeros: a map
+    /// change costs a durable companion write, and fsx-style small gaps are cheaper written.
+    public static let minimumHole: UInt64 = 16
 
     /// Opens an existing file, unwrapping its key with the keyring. A 0-byte ciphertext file is
     /// an empty file whose header is written on the first write, with `classForNewHeader`.
     /// Takes ownership of `fd` (closed by `close()`); the fd must be open O_RDWR for writes.
     public init(fd: Int32, layout: ChunkLayout, keyring: UserKeyring, classForNewHeader: ProtectionClass = .default,
-                displayPath: String = "") throws {
+                displayPath: String = "", holeMaps: HoleMapStore? = nil) throws {
         self.fd = fd
+        self.holeStore = holeMaps
         self.layout = layout
         self.keyring = keyring
         self.classForNewHeader = classForNewHeader
@@ -49,6 +69,7 @@ public final class ContentFile: @unchecked Sendable {
                 let (h, key) = try FileHeader.decode(bytes, keyring: keyring)
                 guard h.cipher == layout.cipher else { throw StoreError.integrity(path: displayPath, detail: "header cipher differs from the store's") }
                 try install(h, key)
+                if h.version >= FileHeader.sparseVersion { try loadHoles(cipherSize: UInt64(st.st_size)) }
             } catch StoreError.integrity(_, let d) {
                 throw StoreError.integrity(path: displayPath, detail: d)
             } catch StoreError.unknownVersion(let f, let s) where !displayPath.isEmpty {
@@ -59,8 +80,9 @@ public final class ContentFile: @unchecked Sendable {
 
     /// Creates the header of a new, empty file now (O_CREAT path).
     public static func create(fd: Int32, layout: ChunkLayout, keyring: UserKeyring, protectionClass: ProtectionClass,
-                              displayPath: String = "") throws -> ContentFile {
-        let f = try ContentFile(fd: fd, layout: layout, keyring: keyring, classForNewHeader: protectionClass, displayPath: displayPath)
+                              displayPath: String = "", holeMaps: HoleMapStore? = nil) throws -> ContentFile {
+        let f = try ContentFile(fd: fd, layout: layout, keyring: keyring, classForNewHeader: protectionClass,
+                                displayPath: displayPath, holeMaps: holeMaps)
         f.lockWrite(); defer { f.unlock() }
         if f.header == nil { try f.writeNewHeader(protectionClass) }
         return f
@@ -71,6 +93,9 @@ public final class ContentFile: @unchecked Sendable {
         chunks?.wipe()
         pthread_rwlock_destroy(&rw)
     }
+
+    /// A header rewritten in place (`ensureSparseVersion`).
+    func replaceHeader(_ h: FileHeader) { header = h }
 
     private func install(_ h: FileHeader, _ key: SecureBytes) throws {
         let c: ChunkCipher
@@ -83,7 +108,7 @@ public final class ContentFile: @unchecked Sendable {
         chunks = c
     }
 
-    private func writeNewHeader(_ c: ProtectionClass) throws {
+    func writeNewHeader(_ c: ProtectionClass) throws {
         let h = FileHeader(protectionClass: c, cipher: layout.cipher)
         let key: SecureBytes
         do { key = try SecureBytes(lockedRandomCount: 32) } catch { throw StoreError.keyMemoryNotLocked }
@@ -96,15 +121,16 @@ public final class ContentFile: @unchecked Sendable {
         try install(h, key)
     }
 
-    @inline(__always) private func lockRead() { pthread_rwlock_rdlock(&rw) }
-    @inline(__always) private func lockWrite() { pthread_rwlock_wrlock(&rw) }
-    @inline(__always) private func unlock() { pthread_rwlock_unlock(&rw) }
+    @inline(__always) func lockRead() { pthread_rwlock_rdlock(&rw) }
+    @inline(__always) func lockWrite() { pthread_rwlock_wrlock(&rw) }
+    @inline(__always) func unlock() { pthread_rwlock_unlock(&rw) }
 
     public var protectionClass: ProtectionClass { header?.protectionClass ?? classForNewHeader }
 
-    /// Closes the fd and wipes the key.
+    /// Closes the fd and wipes the key (the hole map's pending removals saved first).
     public func close() {
         lockWrite(); defer { unlock() }
+        try? flushHolesLocked(closing: true)
         forgetKeyLocked()
         _ = Glibc.close(fd)
     }
@@ -113,6 +139,7 @@ public final class ContentFile: @unchecked Sendable {
     /// fails with `.locked` (EACCES), open handles included.
     public func forgetKey() {
         lockWrite(); defer { unlock() }
+        try? flushHolesLocked()
         forgetKeyLocked()
         keyForgotten = true
     }
@@ -124,11 +151,11 @@ public final class ContentFile: @unchecked Sendable {
         fileKey = nil
     }
 
-    private func ciphertextSize() throws -> UInt64 {
+    func ciphertextSize() throws -> UInt64 {
         UInt64(try statLocked().st_size)
     }
 
-    private func statLocked() throws -> stat {
+    func statLocked() throws -> stat {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw StoreError.posix("fstat") }
         return st
@@ -139,16 +166,16 @@ public final class ContentFile: @unchecked Sendable {
         return try plaintextSizeLocked()
     }
 
-    private func plaintextSizeLocked() throws -> UInt64 {
+    func plaintextSizeLocked() throws -> UInt64 {
         try plaintextSize(of: statLocked())
     }
 
-    private func plaintextSize(of st: stat) throws -> UInt64 {
+    func plaintextSize(of st: stat) throws -> UInt64 {
         do { return try layout.plaintextSize(ciphertextSize: UInt64(st.st_size)) }
         catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: displayPath, detail: d) }
     }
 
-    private func cipherForUse() throws -> ChunkCipher {
+    func cipherForUse() throws -> ChunkCipher {
         guard !keyForgotten, let c = chunks else { throw StoreError.locked }
         return c
     }
@@ -190,10 +217,8 @@ public final class ContentFile: @unchecked Sendable {
             let to = min(end, chunkStart + UInt64(plainLen))
             guard from != chunkStart || to != chunkStart + UInt64(plainLen) else { continue }
             if scratch == nil { scratch = UnsafeMutableRawPointer.allocate(byteCount: layout.chunkSize, alignment: 16) }
-            do {
-                try cipher.open(index: i, sealed: buf + Int(i - first) * layout.sealedChunkSize,
-                                sealedCount: plainLen + layout.overhead, into: scratch!)
-            } catch { failed = i; break }
+            guard openChunk(cipher, i, buf + Int(i - first) * layout.sealedChunkSize, plainLen + layout.overhead, into: scratch!)
+            else { failed = i; break }
             (out + outOffset(i)).copyMemory(from: scratch! + Int(from - chunkStart), byteCount: Int(to - from))
             if i == first { wholeFirst = first + 1 }
             if i == last { wholeLast = last &- 1 }
@@ -201,10 +226,8 @@ public final class ContentFile: @unchecked Sendable {
         if failed == nil && wholeFirst <= wholeLast && wholeLast != UInt64.max {
             for i in wholeFirst...wholeLast {
                 let plainLen = Int(min(cs, size - i * cs))
-                do {
-                    try cipher.open(index: i, sealed: buf + Int(i - first) * layout.sealedChunkSize,
-                                    sealedCount: plainLen + layout.overhead, into: out + outOffset(i))
-                } catch { failed = i; break }
+                guard openChunk(cipher, i, buf + Int(i - first) * layout.sealedChunkSize, plainLen + layout.overhead,
+                                into: out + outOffset(i)) else { failed = i; break }
             }
         }
         let produced = Int(end - offset)
@@ -220,9 +243,12 @@ public final class ContentFile: @unchecked Sendable {
     /// they read as zeros, and zeros never authenticate: each of them is damaged. 0 when
     /// `first` is not in a hole, or when the file system cannot tell (it then calls the whole
     /// file data). fsck skips them this way, so a sparse ciphertext of terabytes of holes
-    /// (a valid header and a `truncate -s 10T`) is checked at once, not read.
+    /// (a valid header and a `truncate -s 10T`) is checked at once, not read. Chunks the
+    /// hole map names are not counted (`chunksInMappedHole`).
     public func chunksInHole(from first: UInt64) -> UInt64 {
         lockRead(); defer { unlock() }
+        if holes.contains(first) { return 0 }
+        let beforeMapped = holes.firstHole(startingAtOrAfter: first).map { $0.lowerBound - first } ?? UInt64.max
         guard let cipherSize = try? ciphertextSize(), let size = try? plaintextSizeLocked() else { return 0 }
         let cs = UInt64(layout.chunkSize)
         let total = (size + cs - 1) / cs
@@ -235,8 +261,8 @@ public final class ContentFile: @unchecked Sendable {
         else { return 0 }
         guard holeEnd > start else { return 0 }
         // Every chunk but the last is sealedChunkSize long; the last ends at the file's end.
-        if holeEnd >= cipherSize { return total - first }
-        return min((holeEnd - start) / UInt64(layout.sealedChunkSize), total - first)
+        if holeEnd >= cipherSize { return min(total - first, beforeMapped) }
+        return min((holeEnd - start) / UInt64(layout.sealedChunkSize), total - first, beforeMapped)
     }
 
     // MARK: write
@@ -255,7 +281,7 @@ public final class ContentFile: @unchecked Sendable {
         let before = try headerlessBefore()
         if before != nil { try writeNewHeader(classForNewHeader) }
         var through = offset
-        do { try writeLocked(data: data, count: count, offset: offset, dropsSetID: dropsSetID, through: &through) }
+        do { try writeLocked(data: data, count: count, offset: offset, dropsSetID: dropsSetID, holesAllowed: true, through: &through) }
         catch where through > offset { return Int(min(through - offset, UInt64(count))) }
         catch { undoNewHeader(before); throw error }
         return count
@@ -303,12 +329,15 @@ public final class ContentFile: @unchecked Sendable {
         if newSize == size { return try touchModified() }
         if newSize > size {
             var through = size
-            do { try writeLocked(data: nil, count: 0, offset: newSize, through: &through) }
+            do { try writeLocked(data: nil, count: 0, offset: newSize, holesAllowed: true, through: &through) }
             catch { undoNewHeader(before); throw error }
             return
         }
         let cs = UInt64(layout.chunkSize)
         let rem = newSize % cs
+        // The map loses the chunks cut off, and the chunk resealed shorter (now data), saved
+        // at once: a later growth must not find them still named holes after a crash.
+        defer { if holes.cut(toChunks: newSize / cs) { try? saveHoles() } }
         if rem == 0 {
             guard ftruncate(fd, Int(layout.ciphertextSize(plaintextSize: newSize))) == 0 else { throw StoreError.posix("ftruncate") }
             return
@@ -326,8 +355,9 @@ public final class ContentFile: @unchecked Sendable {
         defer { secureZero(UnsafeMutableRawBufferPointer(start: plain, count: layout.chunkSize)); plain.deallocate(); sealed.deallocate() }
         let n = try FileIO.readFully(fd, sealed, oldLen + layout.overhead, offset: Int64(layout.sealedOffset(ofChunk: idx)))
         guard n == oldLen + layout.overhead else { throw StoreError.integrity(path: displayPath, detail: "file shorter than its size") }
-        do { try cipher.open(index: idx, sealed: sealed, sealedCount: n, into: plain) }
-        catch { throw StoreError.integrity(path: displayPath, detail: "chunk \(idx) failed authentication") }
+        guard openChunk(cipher, idx, sealed, n, into: plain) else {
+            throw StoreError.integrity(path: displayPath, detail: "chunk \(idx) failed authentication")
+        }
         let nonces = NonceSequence(cipher: layout.cipher)
         withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { nb in
             nonces.nonce(0, into: nb.baseAddress!)
@@ -369,12 +399,12 @@ public final class ContentFile: @unchecked Sendable {
     }
 
     /// EFBIG, before anything is written: the ciphertext of a larger file would not fit an off_t.
-    private func tooLarge() -> StoreError {
+    func tooLarge() -> StoreError {
         .io(errno: EFBIG, context: "\(displayPath): larger than \(ChunkLayout.maximumPlaintextSize) bytes, the largest file size")
     }
 
     /// The error of a reservation (`pv_reserve`) that failed with `e`.
-    private func reservationError(_ e: Int32) -> StoreError {
+    func reservationError(_ e: Int32) -> StoreError {
         if e == EFBIG {
             return .io(errno: EFBIG, context: "\(displayPath): larger than the store's file system holds in one file")
         }
@@ -412,20 +442,20 @@ public final class ContentFile: @unchecked Sendable {
         restoreTimes(st)
     }
 
-    private func restoreTimes(_ st: stat) {
+    func restoreTimes(_ st: stat) {
         _ = futimens(fd, [st.st_atim, st.st_mtim])
     }
 
     /// For an operation that writes a header first (the file has none yet): the file's state
     /// before it, so that `undoNewHeader` can put it back; nil when the file has a header.
-    private func headerlessBefore() throws -> stat? {
+    func headerlessBefore() throws -> stat? {
         header == nil && !keyForgotten ? try statLocked() : nil
     }
 
     /// A size change that wrote the file's header (`headerlessBefore`) and then failed as a
     /// whole takes the header back too: the file is again the 0-byte one it was, whose class
     /// is still decided by its first write.
-    private func undoNewHeader(_ before: stat?) {
+    func undoNewHeader(_ before: stat?) {
         guard let before, header != nil else { return }
         cutBack(to: 0, times: before)
         forgetKeyLocked()
@@ -438,8 +468,10 @@ public final class ContentFile: @unchecked Sendable {
     /// Core write: the new plaintext range [offset, offset+count) (`data` may be nil with
     /// count 0 to extend with zeros), plus zeros for any gap after the current end.
     /// `through`: the plaintext end of the batches written whole, when it fails.
-    private func writeLocked(data: UnsafeRawPointer?, count: Int, offset: UInt64, dropsSetID: Bool = false,
-                             through: inout UInt64) throws {
+    /// `holesAllowed`: a gap of `minimumHole` chunks or more past the old end becomes a hole
+    /// (a write past the end, a truncate up; not fallocate, which promises the space).
+    func writeLocked(data: UnsafeRawPointer?, count: Int, offset: UInt64, dropsSetID: Bool = false,
+                             holesAllowed: Bool = false, through: inout UInt64) throws {
         let cipher = try cipherForUse()
         let st = try statLocked()
         if dropsSetID { try SetIDBits.drop(on: fd, st) }   // before the data, as Linux does
@@ -462,13 +494,34 @@ public final class ContentFile: @unchecked Sendable {
         let oldCipherSize = layout.ciphertextSize(plaintextSize: size)
         let newCipherSize = layout.ciphertextSize(plaintextSize: newSize)
         let growsPartialLast = newCipherSize > oldCipherSize && size % cs != 0
+        // The chunks of a gap past the old end that become a hole: nothing is written there.
+        let gap = holesAllowed ? holeGap(size: size, offset: offset, newSize: newSize, extendsOnly: data == nil) : nil
         // A growth that writes zeros (a truncate up, fallocate, a write past the end) or
         // rewrites the partial last chunk is reserved first (`reserveGrowth`): EFBIG or
         // ENOSPC at once, nothing written. A plain append of the caller's data is not (one
         // fallocate per sequential write would cost ext4 its delayed allocation); the kernel
-        // stops it at the file system's limit, and what failed is undone below.
+        // stops it at the file system's limit, and what failed is undone below. A hole is
+        // never reserved (that would allocate it): only the chunks written around it are, and
+        // a truncate that ends in a hole meets the file system's limit at its ftruncate.
         if newCipherSize > oldCipherSize && (growsPartialLast || data == nil || offset > size) {
-            try reserveGrowth(from: oldCipherSize, to: newCipherSize, times: st)
+            if let gap {
+                try reserveGrowth(from: oldCipherSize, to: layout.sealedOffset(ofChunk: gap.lowerBound), times: st)
+                if gap.upperBound <= last {
+                    try reserveGrowth(from: layout.sealedOffset(ofChunk: gap.upperBound), to: newCipherSize, times: st)
+                }
+            } else {
+                try reserveGrowth(from: oldCipherSize, to: newCipherSize, times: st)
+            }
+        }
+        // The map before this write, put back if it fails. A gap's holes are saved before
+        // the write (they must be known before the file has them); chunks this write fills
+        // leave the map in memory, the companion first marked as possibly stale.
+        let holesBefore = holes
+        let fills = !holes.isEmpty && holes.overlaps(first..<(last + 1))
+        if let gap {
+            try addHoles(gap, fillingOthers: fills)
+        } else if fills {
+            try markFillingHoles()
         }
         var backup = growsPartialLast
             ? SealedBytesBackup(index: size / cs, offset: layout.sealedOffset(ofChunk: size / cs),
@@ -477,9 +530,38 @@ public final class ContentFile: @unchecked Sendable {
         defer { backup?.deallocate() }
         var keptSize = oldCipherSize
         do {
-            try writeBatches(cipher: cipher, data: data, count: count, offset: offset, size: size, newSize: newSize,
-                             first: first, last: last, backup: &backup, keptSize: &keptSize, through: &through)
+            if let gap {
+                // The old partial last chunk (now whole), then the chunks after the gap.
+                if first < gap.lowerBound {
+                    try writeBatches(cipher: cipher, data: data, count: count, offset: offset, size: size, newSize: newSize,
+                                     first: first, last: gap.lowerBound - 1, backup: &backup, keptSize: &keptSize, through: &through)
+                }
+                if gap.upperBound <= last {
+                    try writeBatches(cipher: cipher, data: data, count: count, offset: offset, size: size, newSize: newSize,
+                                     first: gap.upperBound, last: last, backup: &backup, keptSize: &keptSize, through: &through)
+                } else {
+                    guard ftruncate(fd, Int(newCipherSize)) == 0 else {
+                        let e = errno
+                        throw e == EFBIG ? reservationError(e) : StoreError.posix("ftruncate")
+                    }
+                }
+                if fills {
+                    let a = holes.remove(first..<gap.lowerBound), b = holes.remove(gap.upperBound..<(last + 1))
+                    if a || b { holesUnsaved = true }
+                }
+            } else {
+                try writeBatches(cipher: cipher, data: data, count: count, offset: offset, size: size, newSize: newSize,
+                                 first: first, last: last, backup: &backup, keptSize: &keptSize, through: &through)
+                if holes.remove(first..<(last + 1)) { holesUnsaved = true }
+            }
         } catch {
+            if data != nil && through > offset {
+                // The chunks written whole before the failure hold data now.
+                if holes.remove(first..<((through + cs - 1) / cs)) { holesUnsaved = true }
+            } else if holes != holesBefore {
+                holes = holesBefore
+                try? saveHoles()
+            }
             // A write that stored some of the caller's bytes whole returns that much (`write`),
             // as write(2) does, and keeps it. Anything else that failed (a truncate up,
             // fallocate, a write that got no further than the zeros before its data) is undone
@@ -543,8 +625,9 @@ public final class ContentFile: @unchecked Sendable {
                                 (sealed, n) = (oldSealed, try FileIO.readFully(fd, oldSealed, cOldLen + layout.overhead, offset: Int64(layout.sealedOffset(ofChunk: i))))
                             }
                             guard n == cOldLen + layout.overhead else { throw StoreError.integrity(path: displayPath, detail: "file shorter than its size") }
-                            do { try cipher.open(index: i, sealed: sealed, sealedCount: n, into: plain) }
-                            catch { throw StoreError.integrity(path: displayPath, detail: "chunk \(i) failed authentication") }
+                            guard openChunk(cipher, i, sealed, n, into: plain) else {
+                                throw StoreError.integrity(path: displayPath, detail: "chunk \(i) failed authentication")
+                            }
                         }
                         if cNewLen > cOldLen { (plain + cOldLen).initializeMemory(as: UInt8.self, repeating: 0, count: cNewLen - cOldLen) }
                         if covered > 0, let d = data {
@@ -612,7 +695,11 @@ public final class ContentFile: @unchecked Sendable {
         guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
     }
 
+    /// fsync, after saving the hole map's pending removals (an fsync promises the file as
+    /// it is, holes included).
     public func sync() throws {
+        lockWrite(); defer { unlock() }
+        try flushHolesLocked()
         guard fsync(fd) == 0 else { throw StoreError.posix("fsync") }
     }
 }

@@ -3,7 +3,8 @@ import PhotoVaultCrypto
 /// The 128-byte header at the start of every encrypted file (FORMAT.md, "File header").
 ///
 ///   0   4  magic "PVF\0"
-///   4   2  format version, u16 LE (1)
+///   4   2  format version, u16 LE: 1, or 2 for a file that has (or had) holes, whose
+///          hole map is a companion in the tree's root (`HoleMapFile`, FORMAT.md section 5)
 ///   6   1  protection class (1 complete, 2 complete-unless-open, 3 until-first-auth, 4 none)
 ///   7   1  content cipher (1 AES-256-GCM, 2 XChaCha20-Poly1305)
 ///   8  16  file ID (random)
@@ -15,13 +16,21 @@ public struct FileHeader: Sendable, Equatable {
     public static let size = 128
     public static let prefixSize = 24
     public static let magic: [UInt8] = [0x50, 0x56, 0x46, 0x00]
+    /// The version a new file gets: files without holes stay readable by older builds.
     public static let currentVersion: UInt16 = 1
+    /// The version of a file with holes, set by the write that makes its first hole.
+    public static let sparseVersion: UInt16 = 2
+    public static let supportedVersions: ClosedRange<UInt16> = 1...2
+
+    public var version: UInt16
 
     public var protectionClass: ProtectionClass
     public var cipher: ContentCipher
     public var fileID: [UInt8]
 
-    public init(protectionClass: ProtectionClass, cipher: ContentCipher, fileID: [UInt8] = SecureRandom.bytes(16)) {
+    public init(protectionClass: ProtectionClass, cipher: ContentCipher, fileID: [UInt8] = SecureRandom.bytes(16),
+                version: UInt16 = FileHeader.currentVersion) {
+        self.version = version
         self.protectionClass = protectionClass
         self.cipher = cipher
         self.fileID = fileID
@@ -29,7 +38,7 @@ public struct FileHeader: Sendable, Equatable {
 
     var prefix: [UInt8] {
         var p = FileHeader.magic
-        p.append(UInt8(FileHeader.currentVersion & 0xff)); p.append(UInt8(FileHeader.currentVersion >> 8))
+        p.append(UInt8(version & 0xff)); p.append(UInt8(version >> 8))
         p.append(protectionClass.rawValue)
         p.append(cipher.rawValue)
         p.append(contentsOf: fileID)
@@ -108,11 +117,13 @@ public struct FileHeader: Sendable, Equatable {
         guard bytes.count >= size else { throw StoreError.integrity(path: "", detail: "header truncated") }
         guard Array(bytes[0..<4]) == magic else { throw StoreError.integrity(path: "", detail: "bad header magic") }
         let version = Int(bytes[4]) | Int(bytes[5]) << 8
-        guard version == Int(currentVersion) else { throw StoreError.unknownVersion(found: version, supported: Int(currentVersion)) }
+        guard supportedVersions.contains(where: { Int($0) == version }) else {
+            throw StoreError.unknownVersion(found: version, supported: Int(supportedVersions.upperBound))
+        }
         guard let c = ProtectionClass(rawValue: bytes[6]), let cipher = ContentCipher(rawValue: bytes[7]) else {
             throw StoreError.integrity(path: "", detail: "bad header class or cipher")
         }
-        return FileHeader(protectionClass: c, cipher: cipher, fileID: Array(bytes[8..<24]))
+        return FileHeader(protectionClass: c, cipher: cipher, fileID: Array(bytes[8..<24]), version: UInt16(version))
     }
 }
 

@@ -54,7 +54,8 @@ public struct NameCodec: Sendable {
     }
 
     /// Store-internal files that are never shown: `.pvdir`, the root's mount lock, temp
-    /// files, long-name companions, symlink target companions (`LinkTarget`), what fsck set
+    /// files, long-name companions, symlink target companions (`LinkTarget`), hole maps
+    /// (`HoleMapFile`), what fsck set
     /// aside (`.pvdebris`), and a sync engine's conflict copies of any of them
     /// (`.sync-conflict-…-DEV.pvdir`, `~HASH.name..path1`: docs/SYNC.md).
     public static func isInternal(_ entry: String) -> Bool {
@@ -73,7 +74,7 @@ public struct NameCodec: Sendable {
         entry == DirectoryInfo.fileName || entry == TreeLock.mountLockName || entry.hasPrefix(AtomicFile.tempPrefix)
             || entry == debrisDirectory
             || (entry.hasPrefix(longPrefix) && entry.hasSuffix(companionSuffix))
-            || LinkTarget.isCompanion(entry)
+            || LinkTarget.isCompanion(entry) || HoleMapFile.isCompanion(entry)
             || entry == "." || entry == ".."
     }
 

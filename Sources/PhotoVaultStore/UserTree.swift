@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import PhotoVaultCrypto
 
 /// One account's encrypted tree inside the store (`users/<hex tree ID>/`), with the keys
@@ -10,6 +11,7 @@ public final class UserTree: @unchecked Sendable {
     public let layout: ChunkLayout
     public let names: NameCodec
     public let xattrs: XattrCodec
+    private let holeMapStore = Mutex<HoleMapStore?>(nil)
 
     public init(root: String, keyring: UserKeyring, layout: ChunkLayout) {
         self.root = root
@@ -56,6 +58,15 @@ public final class UserTree: @unchecked Sendable {
         defer { close(fd) }
         do { _ = try DirectoryInfo.read(dirfd: fd, keyring: keyring) }
         catch StoreError.integrity(_, let d) { throw StoreError.integrity(path: "/", detail: d) }
+    }
+
+    /// Where the offline tools find files' hole maps (the root, opened once); nil when the
+    /// root cannot be opened (a version-2 file's holes then read as damaged).
+    public func holeMaps() -> HoleMapStore? {
+        holeMapStore.withLock { s in
+            if s == nil { s = try? HoleMapStore(opening: root) }
+            return s
+        }
     }
 
     /// Opens the tree's root directory (O_RDONLY | O_DIRECTORY).

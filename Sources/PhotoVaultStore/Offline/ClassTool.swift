@@ -80,7 +80,7 @@ public struct ClassTool {
         let content: ContentFile
         do {
             content = try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring,
-                                      classForNewHeader: entry.parent.info.defaultClass, displayPath: display)
+                                      classForNewHeader: entry.parent.info.defaultClass, displayPath: display, holeMaps: tree.holeMaps())
         } catch StoreError.integrity(_, let d) { close(fd); throw StoreError.integrity(path: display, detail: d) }
         catch { close(fd); throw error }
         defer { content.close() }

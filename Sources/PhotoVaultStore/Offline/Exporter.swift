@@ -283,7 +283,7 @@ public final class Exporter {
             let fd: Int32
             do { fd = try FileIO.openRegular(entry.parent.fd, entry.cName, what: display) }
             catch StoreError.io(let e, _) where e == ENOENT { throw StoreError.notFound(display) }
-            do { return try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring, displayPath: display) }
+            do { return try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring, displayPath: display, holeMaps: tree.holeMaps()) }
             catch StoreError.integrity(_, let d) { close(fd); throw StoreError.integrity(path: display, detail: d) }
             catch { close(fd); throw error }
         }

@@ -185,6 +185,9 @@ public final class Fsck {
         /// symlink (or between a symlink's removal and its companion's).
         var linkCompanions: [String] = []
         var linkCompanionsNamed: Set<String> = []
+        /// Hole maps in the tree's root (`HoleMapFile`): one whose file ID no file has is an
+        /// orphan, left by a crash between a file's last unlink and its map's removal.
+        var holeMaps: [String] = []
 
         init(tree: UserTree, repair: Bool, progress: @escaping (ProgressEvent) -> Void) {
             self.tree = tree
@@ -274,6 +277,10 @@ public final class Fsck {
                 report(shownInDir, sp, .leftoverTemp, "temp file of an interrupted write")
                 if repair { removeTemp(dir.fd, e, storePath: sp) }
                 return nil
+            }
+            if isRoot && HoleMapFile.isCompanion(name) {
+                holeMaps.append(name)
+                return nil   // judged once every file was seen (`linkCompanionsLeft`)
             }
             if isRoot && LinkTarget.isCompanion(name) {
                 linkCompanions.append(name)
@@ -518,7 +525,7 @@ public final class Fsck {
             checkXattrs(fd, path: display, storePath: storePath)
             let content: ContentFile
             do {
-                content = try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring, displayPath: display)
+                content = try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring, displayPath: display, holeMaps: tree.holeMaps())
             } catch {
                 close(fd)
                 switch error {
@@ -608,6 +615,14 @@ public final class Fsck {
             var failure: Error?
             var offset: UInt64 = 0
             while offset < size {
+                // Holes the file's map names, with nothing underneath: zeros, checked as such.
+                let mapped = content.chunksInMappedHole(from: offset / cs)
+                if mapped > 0 {
+                    let n = mapped > (size - offset) / cs ? size - offset : mapped * cs
+                    summary.chunksChecked += (n + cs - 1) / cs
+                    offset += n
+                    continue
+                }
                 let hole = content.chunksInHole(from: offset / cs)
                 if hole > 0 {
                     bad.append(offset / cs ..< offset / cs + hole)
@@ -659,13 +674,18 @@ public final class Fsck {
             }
         }
 
-        /// Root companions no symlink names: reported `orphanCompanion`. Repair removes them
-        /// (they hold a sealed target and nothing else), unless part of the tree could not be
-        /// read: a symlink there may still name one.
+        /// Root companions no symlink names, and hole maps of no file: reported
+        /// `orphanCompanion`. Repair removes them (they hold a sealed target or a list of
+        /// holes and nothing else), unless part of the tree could not be read: a symlink or
+        /// a file there may still need one.
         mutating func linkCompanionsLeft(root: VaultDirectory) {
             let walkedAll = !summary.problems.contains { $0.kind == .unreadable }
             for name in linkCompanions where !linkCompanionsNamed.contains(name) {
                 report("/" + name, name, .orphanCompanion, "symlink target companion without its symlink")
+                if repair && walkedAll { unlinkat(root.fd, name, 0) }
+            }
+            for name in holeMaps where HoleMapFile.fileID(ofCompanion: name).map({ fileIDs[$0] == nil }) ?? false {
+                report("/" + name, name, .orphanCompanion, "hole map without its file")
                 if repair && walkedAll { unlinkat(root.fd, name, 0) }
             }
         }
@@ -808,7 +828,7 @@ public final class Fsck {
             guard let st = try? OfflineSys.lstat(dir.fd, e.cName), OfflineSys.isRegular(st), st.st_size > 0,
                   let fd = try? Fsck.openFileForCheck(dir.fd, e.cName) else { return false }
             do {
-                let content = try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring)
+                let content = try ContentFile(fd: fd, layout: tree.layout, keyring: tree.keyring, holeMaps: tree.holeMaps())
                 content.close()
                 return false
             } catch {

@@ -418,7 +418,8 @@ public final class Importer {
             let content: ContentFile
             do {
                 content = try ContentFile.create(fd: fd, layout: tree.layout, keyring: tree.keyring,
-                                                 protectionClass: cls ?? entry.parent.info.defaultClass, displayPath: display)
+                                                 protectionClass: cls ?? entry.parent.info.defaultClass, displayPath: display,
+                                                 holeMaps: tree.holeMaps())
             } catch { close(fd); throw error }
             defer { content.close() }
             if replacing { progress(.replacing(display)) }
