@@ -57,6 +57,41 @@ enum VectorGenerator {
         }
     }
 
+    /// The sparse file of header version 2 (FORMAT.md section 5, "Holes"): six chunks less
+    /// 1,000 bytes of `pattern(seed: 6)`, whose chunks 1, 2 and 3 were punched. Git keeps
+    /// the punched slots as zeros (not sparse), which is how a hole reads underneath anyway.
+    static let sparseName = "sparse.bin"
+    static var sparseContents: [UInt8] {
+        var d = pattern(6 * chunkSize - 1000, seed: 6)
+        d.replaceSubrange(chunkSize..<(4 * chunkSize), with: [UInt8](repeating: 0, count: 3 * chunkSize))
+        return d
+    }
+
+    /// Adds the sparse file to vectors generated before version 2 existed (the committed
+    /// trees stay the ones older builds wrote): PHOTOVAULT_ADD_SPARSE_VECTOR=1.
+    static func addSparseFile(into vectors: String) throws {
+        for cipher in ContentCipher.allCases {
+            let dir = StorePath.join(vectors, directoryName(cipher))
+            let keyring = try Fixture.keyring()
+            let layout = ChunkLayout(cipher: cipher, chunkSize: chunkSize)
+            let w = TreeWriter(keyring: keyring, layout: layout)
+            let treePath = StorePath.join(dir, "tree")
+            let rfd = open(treePath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            defer { close(rfd) }
+            let root = CipherDir(fd: rfd, info: try DirectoryInfo.read(dirfd: rfd, keyring: keyring), path: treePath)
+            let data = pattern(6 * chunkSize - 1000, seed: 6)
+            let cpath = try w.writeFile(sparseName, data, in: root, protectionClass: ProtectionClass.none)
+            let fd = open(cpath, O_RDWR | O_CLOEXEC)
+            let f = try ContentFile(fd: fd, layout: layout, keyring: keyring, holeMaps: HoleMapStore(rootFD: rfd))
+            try f.zeroRange(offset: UInt64(chunkSize), length: UInt64(3 * chunkSize), keepSize: true)
+            f.close()
+            let path = StorePath.join(dir, "expected.json")
+            var expected = try JSONDecoder().decode(Expected.self, from: Data(Fixture.readFile(path)))
+            expected.files[sparseName] = Expected.File(size: data.count, sha256: Fixture.sha256(sparseContents), protectionClass: ProtectionClass.none.name)
+            try writeJSON(expected, to: path)
+        }
+    }
+
     /// Deterministic file contents (no secrets, easy to recreate by hand).
     static func pattern(_ n: Int, seed: UInt8) -> [UInt8] { (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) } }
 
@@ -148,16 +183,20 @@ final class VectorGeneratorTests: XCTestCase {
         if ProcessInfo.processInfo.environment["PHOTOVAULT_ADD_LONG_LINK_VECTOR"] == "1" {
             try VectorGenerator.addLongLink(into: sourceVectors)
         }
+        if ProcessInfo.processInfo.environment["PHOTOVAULT_ADD_SPARSE_VECTOR"] == "1" {
+            try VectorGenerator.addSparseFile(into: sourceVectors)
+        }
         let base = try XCTUnwrap(bundledVectors, "Vectors resource missing from the test bundle")
         for cipher in ContentCipher.allCases where cipher.isAvailable {
             // Freshly regenerated vectors are checked from the source tree (the bundle copy is older).
             let env = ProcessInfo.processInfo.environment
-            let root = env["PHOTOVAULT_REGENERATE_VECTORS"] == "1" || env["PHOTOVAULT_ADD_LONG_LINK_VECTOR"] == "1" ? sourceVectors : base
+            let root = ["PHOTOVAULT_REGENERATE_VECTORS", "PHOTOVAULT_ADD_LONG_LINK_VECTOR", "PHOTOVAULT_ADD_SPARSE_VECTOR"]
+                .contains { env[$0] == "1" } ? sourceVectors : base
             let dir = StorePath.join(root, VectorGenerator.directoryName(cipher))
             let (tree, expected) = try VectorGenerator.decode(dir)
             XCTAssertEqual(expected.cipher, cipher.name)
             XCTAssertEqual(expected.masterKeyHex, Base64Hex.hex(Fixture.knownMasterKey))
-            XCTAssertEqual(expected.files.count, 6, "\(cipher): the vectors hold six files")
+            XCTAssertEqual(expected.files.count, 7, "\(cipher): the vectors hold seven files")
             XCTAssertEqual(Set(tree.files.keys), Set(expected.files.keys), "\(cipher)")
             for (path, e) in expected.files {
                 guard let data = tree.files[path] else { continue }
@@ -168,6 +207,32 @@ final class VectorGeneratorTests: XCTestCase {
             XCTAssertEqual(tree.directories, Set(expected.directories), "\(cipher)")
             XCTAssertEqual(tree.symlinks.mapValues { String(decoding: $0, as: UTF8.self) }, expected.symlinks, "\(cipher)")
             XCTAssertEqual(tree.xattrs.mapValues { $0.mapValues { String(decoding: $0, as: UTF8.self) } }, expected.xattrs, "\(cipher)")
+        }
+    }
+
+    /// The sparse file is header version 2 with its hole map in the tree's root, and its
+    /// punched chunks read as zeros only through that map: without it they are damage.
+    func testSparseVectorIsVersionTwoWithAMap() throws {
+        let base = try XCTUnwrap(bundledVectors)
+        for cipher in ContentCipher.allCases where cipher.isAvailable {
+            let treePath = StorePath.join(StorePath.join(base, VectorGenerator.directoryName(cipher)), "tree")
+            let keyring = try Fixture.keyring()
+            let layout = ChunkLayout(cipher: cipher, chunkSize: VectorGenerator.chunkSize)
+            let rfd = open(treePath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            defer { close(rfd) }
+            let info = try DirectoryInfo.read(dirfd: rfd, keyring: keyring)
+            let entry = NameCodec(keyring: keyring).encode(Array(VectorGenerator.sparseName.utf8), in: info).entry
+            let cpath = StorePath.join(treePath, entry)
+            let header = try FileHeader.parse(Array(Fixture.readFile(cpath)[0..<FileHeader.size]))
+            XCTAssertEqual(header.version, 2, "\(cipher)")
+            XCTAssertTrue(FileManager.default.fileExists(atPath: StorePath.join(treePath, HoleMapFile.name(fileID: header.fileID))))
+            let f = try ContentFile(fd: open(cpath, O_RDONLY | O_CLOEXEC), layout: layout, keyring: keyring, holeMaps: HoleMapStore(rootFD: rfd))
+            XCTAssertEqual(f.holeMap.ranges, [1..<4], "\(cipher)")
+            f.close()
+            let g = try ContentFile(fd: open(cpath, O_RDONLY | O_CLOEXEC), layout: layout, keyring: keyring)
+            defer { g.close() }
+            var buf = [UInt8](repeating: 0, count: VectorGenerator.chunkSize)
+            XCTAssertIntegrityError(try buf.withUnsafeMutableBytes { try g.read(into: $0.baseAddress!, count: $0.count, offset: UInt64(2 * VectorGenerator.chunkSize)) })
         }
     }
 

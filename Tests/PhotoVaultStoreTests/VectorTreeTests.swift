@@ -231,7 +231,8 @@ struct TreeReader {
             case S_IFREG:
                 let fd = openat(dir.fd, entry, O_RDONLY | O_CLOEXEC)
                 guard fd >= 0 else { throw StoreError.posix("open file") }
-                let f = try ContentFile(fd: fd, layout: layout, keyring: keyring, displayPath: p)
+                let f = try ContentFile(fd: fd, layout: layout, keyring: keyring, displayPath: p,
+                                        holeMaps: HoleMapStore(rootFD: rootFD))
                 defer { f.close() }
                 let size = Int(try f.size())
                 var data = [UInt8](repeating: 0, count: size)
