@@ -90,6 +90,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         }
     }
 
+    /// "version 1", or "versions 1 to 2" where a reader takes several (file headers).
+    static func versions(upTo s: Int) -> String { s <= 1 ? "version \(s)" : "versions 1 to \(s)" }
+
     public var description: String {
         switch self {
         case .emptyUsername: return "the user name is empty"
@@ -102,8 +105,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .storeExists(let p): return "a PhotoVault store already exists at \(p)"
         case .corruptRecord(let d): return "the account record is corrupt: \(d)"
         case .corruptStore(let d): return "the store is corrupt: \(d)"
-        case .unknownVersion(let f, let s): return "unknown format version \(f) (this photovault reads version \(s))"
-        case .unknownVersionOf(let p, let f, let s): return "\(p): unknown format version \(f) (this photovault reads version \(s))"
+        case .unknownVersion(let f, let s): return "unknown format version \(f) (this photovault reads \(Self.versions(upTo: s)))"
+        case .unknownVersionOf(let p, let f, let s): return "\(p): unknown format version \(f) (this photovault reads \(Self.versions(upTo: s)))"
         case .weakKDFParameters: return "the account record's Argon2id cost is below the allowed floor (tampered record?)"
         case .weakStoreKDFParameters(let f):
             return "the store config's \(f) Argon2id cost is below the allowed floor (tampered \(StoreConfig.fileName)?)"

@@ -293,10 +293,11 @@ final class OfflineCommandTests: XCTestCase {
         sb.ok("mkdir \(Sandbox.quote(src))/d && head -c 54321 /dev/urandom > \(Sandbox.quote(src))/d/new.jpg")
         XCTAssertEqual(Self.pv(sb, ["import", src, "/a"]).status, 0)
         let users = Sandbox.quote(sb.store + "/users")
-        // The file's ciphertext (by size), then the deepest .pvdir (/a/src/d's): version byte 2.
+        // The file's ciphertext (by size): version byte 3 (2 is a file with holes); then the
+        // deepest .pvdir (/a/src/d's): version byte 2.
         let header = sb.ok("find \(users) -type f -size +54321c -size -56000c").trimmingCharacters(in: .newlines)
-        sb.ok("printf '\\002' | dd of=\(Sandbox.quote(header)) bs=1 seek=4 conv=notrunc status=none")
-        let line = "photovault: /a/src/d/new.jpg: unknown format version 2 (this photovault reads version 1)"
+        sb.ok("printf '\\003' | dd of=\(Sandbox.quote(header)) bs=1 seek=4 conv=notrunc status=none")
+        let line = "photovault: /a/src/d/new.jpg: unknown format version 3 (this photovault reads versions 1 to 2)"
         assertFailure(Self.pv(sb, ["export", "/a", sb.root + "/out"]), 10, line)
         assertFailure(Self.pv(sb, ["class", "list", "/a/src/d"]), 10, line)
         sb.ok("printf '\\001' | dd of=\(Sandbox.quote(header)) bs=1 seek=4 conv=notrunc status=none")
