@@ -419,14 +419,17 @@ public final class ContentFile: @unchecked Sendable {
     /// ENOSPC (tmpfs, ext4, xfs, btrfs). The file is left as it was (`cutBack` gives back
     /// what a reservation that ran out of space kept). Where nothing can be reserved
     /// (EOPNOTSUPP: ext2/3, FAT) the growth goes ahead, and a failure is undone by the caller.
-    private func reserveGrowth(from: UInt64, to: UInt64, times st: stat) throws {
+    /// `end`: the ciphertext's size now (`from`, unless the range starts past a hole); a
+    /// failure cuts back to it, giving back what an earlier reservation of the same growth kept.
+    private func reserveGrowth(from: UInt64, to: UInt64, times st: stat, end: UInt64? = nil) throws {
         guard to > from, pv_reserve(fd, Int64(from), Int64(to - from)) != 0 else { return }
         let e = errno
         switch e {
         case EFBIG:
+            if let end { cutBack(to: end, times: st) }
             throw reservationError(e)
         case ENOSPC, EDQUOT:
-            cutBack(to: from, times: st)
+            cutBack(to: end ?? from, times: st)
             throw reservationError(e)
         default:
             return
@@ -505,10 +508,14 @@ public final class ContentFile: @unchecked Sendable {
         // a truncate that ends in a hole meets the file system's limit at its ftruncate.
         if newCipherSize > oldCipherSize && (growsPartialLast || data == nil || offset > size) {
             if let gap {
-                try reserveGrowth(from: oldCipherSize, to: layout.sealedOffset(ofChunk: gap.lowerBound), times: st)
+                // The far end first: EFBIG before anything is reserved (a reservation moves
+                // the modification time on ext4).
                 if gap.upperBound <= last {
-                    try reserveGrowth(from: layout.sealedOffset(ofChunk: gap.upperBound), to: newCipherSize, times: st)
+                    try reserveGrowth(from: layout.sealedOffset(ofChunk: gap.upperBound), to: newCipherSize, times: st,
+                                      end: oldCipherSize)
                 }
+                try reserveGrowth(from: oldCipherSize, to: layout.sealedOffset(ofChunk: gap.lowerBound), times: st,
+                                  end: oldCipherSize)
             } else {
                 try reserveGrowth(from: oldCipherSize, to: newCipherSize, times: st)
             }
