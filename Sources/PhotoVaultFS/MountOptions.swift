@@ -45,7 +45,11 @@ public struct MountOptions: Sendable {
     /// CPUs with the workers decrypting its read-ahead, and under the default policy each
     /// wake-up of a worker took `cp`'s CPU from it. 200 photos, 12 rounds: `cp`'s time
     /// waiting for a CPU 35 -> 5 ms, export 0.711 -> 0.681 s (PERFORMANCE.md, change 33).
-    /// The lock watcher's threads keep the default policy.
+    /// Off by default since (PERFORMANCE.md, "A life's library", run L3): on a busy machine a
+    /// worker that wakes for a request does not preempt whatever else runs there either, so
+    /// every synchronous round trip (a lookup, a create, a stat) waits for a time slice:
+    /// `tar -xf` of 10,000 files 16.7 s under it against 9.1 s without, in the same run.
+    /// The lock watcher's threads keep the default policy in both cases.
     public var batchWorkers: Bool
     /// Whether log lines may name plaintext paths. True when the log is the terminal of a
     /// foreground mount; false for the background daemon, whose log (syslog, the journal)
@@ -56,7 +60,7 @@ public struct MountOptions: Sendable {
                 fsName: String = "photovault", debug: Bool = false,
                 writebackCache: Bool = false, cacheTimeout: Double = 1.0, readAheadKB: Int = 512,
                 maxRead: Int = 128 << 10, directWrites: Bool = true, maxBackground: Int = 64,
-                batchWorkers: Bool = true) {
+                batchWorkers: Bool = false) {
         self.mountpoint = mountpoint
         self.readOnly = readOnly
         self.allowOther = allowOther
