@@ -70,6 +70,10 @@ final class DescriptorCache: @unchecked Sendable {
         }
     }
 
+    /// Whether a listing's descriptor would be kept now (`adopt` with `evicting: false`).
+    /// Read without a lasting guarantee: `adopt` decides again.
+    var hasRoom: Bool { mutex.withLock { cached.count < capacity } }
+
     /// Gives `fd`, freshly opened for `node`, to the cache. Returns false when the cache did
     /// not take it (the caller closes `fd`): the node has one already, or the cache is full
     /// and `evicting` is false. A listing (readdirplus) looks up hundreds of entries in one
