@@ -45,10 +45,11 @@ public struct MountOptions: Sendable {
     /// CPUs with the workers decrypting its read-ahead, and under the default policy each
     /// wake-up of a worker took `cp`'s CPU from it. 200 photos, 12 rounds: `cp`'s time
     /// waiting for a CPU 35 -> 5 ms, export 0.711 -> 0.681 s (PERFORMANCE.md, change 33).
-    /// Off by default since (PERFORMANCE.md, "A life's library", run L3): on a busy machine a
-    /// worker that wakes for a request does not preempt whatever else runs there either, so
-    /// every synchronous round trip (a lookup, a create, a stat) waits for a time slice:
-    /// `tar -xf` of 10,000 files 16.7 s under it against 9.1 s without, in the same run.
+    /// Off by default since (PERFORMANCE.md, "A life's library", runs L3–L5): on a machine
+    /// whose CPUs other work keeps busy (a build), a worker that wakes for a request does not
+    /// preempt that work either, so every synchronous round trip (a lookup, a create, an
+    /// open) waits for a time slice: beside two CPU-bound loops, `tar -xf` of 2,000 files
+    /// took 4.5 s under it against 2.4 s without, the thumbnailer's pattern 3.9 against 1.6 s.
     /// The lock watcher's threads keep the default policy in both cases.
     public var batchWorkers: Bool
     /// Whether log lines may name plaintext paths. True when the log is the terminal of a
