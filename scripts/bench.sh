@@ -290,7 +290,7 @@ sys_init() {
   case $SYS in
     plain|passthrough_ll) : ;;
     gocryptfs) gocryptfs -init -q -passfile "$PASSFILE" "$C" ;;
-    photovault)
+    photovault|photovault_batch|photovault_other)
       # the store directory is handed over empty; retry without it if init wants to create it
       "$PV" init --store "$C" || { rmdir "$C" && "$PV" init --store "$C"; } || return 1
       # `user add` prints a recovery key: keep it out of the logs
@@ -302,13 +302,21 @@ sys_mount() {
   case $SYS in
     passthrough_ll) "$BIN/passthrough_ll" -o source="$C" "$M" ;;   # defaults: cache=auto, timeout=1.0, no writeback
     gocryptfs) gocryptfs -q -nosyslog -passfile "$PASSFILE" "$C" "$M" ;;
-    photovault) "$PV" mount "$M" --store "$C" --user bench --passfile "$PASSFILE" ;;
+    # --no-dbus: the bench's vaults do not follow the desktop session's lock. On the shared
+    # machine another session's tests send lock signals, and a locked vault unmounts: the
+    # 300,000-file run L5 lost its PhotoVault mount right after mounting it (PERFORMANCE.md)
+    photovault) "$PV" mount "$M" --store "$C" --user bench --passfile "$PASSFILE" --no-dbus ;;
+    # the same build with its request threads under SCHED_BATCH (change 33, the default
+    # until run L3) or under the default policy, whatever the build's default is: an A/B
+    # of the policy in one run (scale mode only)
+    photovault_batch) PHOTOVAULT_BATCH_WORKERS=1 "$PV" mount "$M" --store "$C" --user bench --passfile "$PASSFILE" --no-dbus ;;
+    photovault_other) PHOTOVAULT_BATCH_WORKERS=0 "$PV" mount "$M" --store "$C" --user bench --passfile "$PASSFILE" --no-dbus ;;
   esac
 }
 
 sys_umount() {
   case $SYS in
-    photovault) "$PV" unmount "$M" || fusermount3 -u "$M" ;;
+    photovault|photovault_batch|photovault_other) "$PV" unmount "$M" || fusermount3 -u "$M" ;;
     *) fusermount3 -u "$M" ;;
   esac
 }

@@ -120,6 +120,8 @@ final class InodeTable: @unchecked Sendable {
     /// it throws (EOVERFLOW: more backing file systems than node IDs can tell apart, see
     /// `nodeID`).
     /// `listing`: looked up by readdirplus (`DescriptorCache.adopt`'s `evicting: false`).
+    /// `fd` -1: a listing's entry looked up without a descriptor (the cache was full); the
+    /// node's is opened from `parent` and `backing` when first used.
     func insert(fd: Int32, st: stat, parent: Inode, backing: [UInt8], name: [UInt8], listing: Bool = false) throws -> Inode {
         let node: Inode? = mutex.withLock {
             guard let id = lockedNodeID(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), allocate: true) else { return nil }
@@ -136,10 +138,10 @@ final class InodeTable: @unchecked Sendable {
             nodes[id] = n
             return n
         }
-        guard let node else { close(fd); throw FSError.posix(EOVERFLOW) }
+        guard let node else { if fd >= 0 { close(fd) }; throw FSError.posix(EOVERFLOW) }
         // A hard link's node is reopened by the name it was last looked up by.
         if node !== root { descriptors.located(node, in: parent, as: backing) }
-        if !descriptors.adopt(fd, for: node, evicting: !listing) { close(fd) }
+        if fd >= 0 && !descriptors.adopt(fd, for: node, evicting: !listing) { close(fd) }
         return node
     }
 

@@ -23,6 +23,14 @@ final class PMutex: @unchecked Sendable {
         defer { pthread_mutex_unlock(m) }
         return try body()
     }
+
+    /// `body` under the lock if it is free now (`wait` false) or once it is (`wait` true);
+    /// nil without running `body` if `wait` is false and another thread holds it.
+    func withLock<R>(waiting wait: Bool, _ body: () throws -> R) rethrows -> R? {
+        if wait { pthread_mutex_lock(m) } else if pthread_mutex_trylock(m) != 0 { return nil }
+        defer { pthread_mutex_unlock(m) }
+        return try body()
+    }
 }
 
 /// A lock stored inside its owner, with no allocation of its own: each inode has one, and a

@@ -45,7 +45,12 @@ public struct MountOptions: Sendable {
     /// CPUs with the workers decrypting its read-ahead, and under the default policy each
     /// wake-up of a worker took `cp`'s CPU from it. 200 photos, 12 rounds: `cp`'s time
     /// waiting for a CPU 35 -> 5 ms, export 0.711 -> 0.681 s (PERFORMANCE.md, change 33).
-    /// The lock watcher's threads keep the default policy.
+    /// Off by default since (PERFORMANCE.md, "A life's library", runs L3–L5): on a machine
+    /// whose CPUs other work keeps busy (a build), a worker that wakes for a request does not
+    /// preempt that work either, so every synchronous round trip (a lookup, a create, an
+    /// open) waits for a time slice: beside two CPU-bound loops, `tar -xf` of 2,000 files
+    /// took 4.5 s under it against 2.4 s without, the thumbnailer's pattern 3.9 against 1.6 s.
+    /// The lock watcher's threads keep the default policy in both cases.
     public var batchWorkers: Bool
     /// Whether log lines may name plaintext paths. True when the log is the terminal of a
     /// foreground mount; false for the background daemon, whose log (syslog, the journal)
@@ -56,7 +61,7 @@ public struct MountOptions: Sendable {
                 fsName: String = "photovault", debug: Bool = false,
                 writebackCache: Bool = false, cacheTimeout: Double = 1.0, readAheadKB: Int = 512,
                 maxRead: Int = 128 << 10, directWrites: Bool = true, maxBackground: Int = 64,
-                batchWorkers: Bool = true) {
+                batchWorkers: Bool = false) {
         self.mountpoint = mountpoint
         self.readOnly = readOnly
         self.allowOther = allowOther

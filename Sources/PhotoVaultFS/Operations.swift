@@ -165,9 +165,20 @@ extension VaultFileSystem {
     /// Looks up backing entry `backing` of `parent` and counts one kernel reference
     /// (`listing`: for readdirplus, see `InodeTable.insert`).
     func lookupBacking(_ parent: Inode, _ backing: [UInt8], plain: [UInt8], listing: Bool = false) throws -> fuse_entry_param {
-        let fd = Syscall.openat(try parent.fd, backing, PV_O_PATH | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw FSError.last() }
+        let pfd = try parent.fd
         var st = stat()
+        // A listing keeps descriptors only while the cache has room (`DescriptorCache.adopt`).
+        // Past that (a folder of more files than the cache holds, or a tree of them), each
+        // entry's descriptor was opened only to be closed again: a stat of the name is the
+        // same lookup without the open and the close. The node is reopened by that name
+        // when used (and must then still be this file: `DescriptorCache.reopen`).
+        if listing && !table.descriptors.hasRoom {
+            guard Syscall.fstatat(pfd, backing, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw FSError.last() }
+            let node = try table.insert(fd: -1, st: st, parent: parent, backing: backing, name: plain, listing: true)
+            return entry(node, st)
+        }
+        let fd = Syscall.openat(pfd, backing, PV_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw FSError.last() }
         guard fstatat(fd, "", &st, PV_AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 else {
             let e = errno; close(fd); throw FSError.posix(e)
         }

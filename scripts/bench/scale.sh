@@ -33,7 +33,10 @@
 #   SCALE_FOLDERS [100]          folders the files are spread over
 #   SCALE_FILE_KB [4]            size of each file
 #   SCALE_READ_BYTES [4096]      bytes the thumbnailer workload reads of each file
-#   SCALE_SYSTEMS [gocryptfs photovault]
+#   SCALE_SYSTEMS [gocryptfs photovault]   also photovault_batch and photovault_other: the
+#                                same build with its request threads under SCHED_BATCH
+#                                (PHOTOVAULT_BATCH_WORKERS=1) or the default policy (=0),
+#                                whatever its default, for an A/B of the policy in one run
 #   SCALE_PHASES [create lsR_cold lsR_warm forget find thumbs du rm]
 #   WORK [/tmp/photovault-scale]  scratch: tmpfs for the tarball, disk backing, mountpoints
 #   OUT [bench-results/scale-<timestamp>]  raw.tsv, report.md, env.txt, logs/
@@ -279,8 +282,9 @@ scale_main() {
   for s in $SCALE_SYSTEMS; do
     case $s in
       gocryptfs) RUN_SYSTEMS+=("$s") ;;
-      photovault) if build_photovault; then RUN_SYSTEMS+=("$s"); else DROPPED[$s]="not built"; fi ;;
-      *) die "unknown system $s (scale mode knows gocryptfs and photovault)" ;;
+      photovault|photovault_batch|photovault_other)
+        if [ -n "$PV" ] || build_photovault; then RUN_SYSTEMS+=("$s"); else DROPPED[$s]="not built"; fi ;;
+      *) die "unknown system $s (scale mode knows gocryptfs, photovault, photovault_batch and photovault_other)" ;;
     esac
   done
   [ ${#RUN_SYSTEMS[@]} -gt 0 ] || die "no system left to measure"

@@ -71,8 +71,12 @@ def main():
         out.append("")
         head = ["workload"] + [f"{s} s" for s in systems]
         both = subj in systems and ref in systems
+        # a ratio column for the subject and for every other system measured against REF
+        # (e.g. photovault_other, the same build under another scheduling policy)
+        others = [s for s in systems if s not in (ref, subj)] if ref in systems else []
         if both:
             head.append(f"{ref}/{subj}")
+        head += [f"{ref}/{s}" for s in others]
         head += [f"{s} CPU s" for s in systems] + [f"{s} fds" for s in systems] + [f"{s} RSS MiB" for s in systems]
         out.append("| " + " | ".join(head) + " |")
         out.append("|---|" + "---:|" * (len(head) - 1))
@@ -88,6 +92,9 @@ def main():
                 cells.append(f"**{r:.2f}**" if r is not None and r < TARGET_RATIO else fmt(r))
                 if r is None or r < TARGET_RATIO:
                     misses.append(f"{n:,} files, {w}: {ref}/{subj} {fmt(r)} (target {TARGET_RATIO})")
+            for s in others:
+                a, b = g((n, ref, w + "_s")), g((n, s, w + "_s"))
+                cells.append(fmt(a / b if a and b else None))
             cells += [fmt(g((n, s, w + ".cpu_s"))) for s in systems]
             cells += [fmt_int(g((n, s, w + ".fds"))) for s in systems]
             cells += [fmt(g((n, s, w + ".hwm_MiB"))) for s in systems]

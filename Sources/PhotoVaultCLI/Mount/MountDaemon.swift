@@ -131,8 +131,13 @@ enum MountDaemon {
         if ProcessInfo.processInfo.environment["PHOTOVAULT_DIRECT_WRITES"] == "0" { options.directWrites = false }
         // And the background-request limit (0: the kernel's 12, as before change 26).
         if let n = ProcessInfo.processInfo.environment["PHOTOVAULT_MAX_BACKGROUND"].flatMap({ Int($0) }), n >= 0 { options.maxBackground = n }
-        // And the request threads under the default policy, as before change 33.
-        if ProcessInfo.processInfo.environment["PHOTOVAULT_BATCH_WORKERS"] == "0" { options.batchWorkers = false }
+        // And the request threads under SCHED_BATCH (1, change 33, the default until run L3)
+        // or the default policy (0, the default now).
+        switch ProcessInfo.processInfo.environment["PHOTOVAULT_BATCH_WORKERS"] {
+        case "1": options.batchWorkers = true
+        case "0": options.batchWorkers = false
+        default: break
+        }
         // Signals are watched from before the mount: one that came between the mount and the
         // start of the watcher (SIGTERM from a shutdown, Ctrl-C on `mount -f`) killed the
         // daemon and left a dead mount. Until the lock controller exists they are held.
