@@ -563,8 +563,10 @@ public final class ContentFile: @unchecked Sendable {
             }
         } catch {
             if data != nil && through > offset {
-                // The chunks written whole before the failure hold data now.
-                if holes.remove(first..<((through + cs - 1) / cs)) { holesUnsaved = true }
+                // The chunks written whole before the failure hold data now (not the new gap).
+                let written = (gap?.upperBound ?? first)..<((through + cs - 1) / cs)
+                let a = gap.map { holes.remove(first..<$0.lowerBound) } ?? false
+                if holes.remove(written) || a { holesUnsaved = true }
             } else if holes != holesBefore {
                 holes = holesBefore
                 try? saveHoles()
