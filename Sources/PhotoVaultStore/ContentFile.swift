@@ -337,9 +337,12 @@ public final class ContentFile: @unchecked Sendable {
         let rem = newSize % cs
         // The map loses the chunks cut off, and the chunk resealed shorter (now data), saved
         // at once: a later growth must not find them still named holes after a crash.
-        defer { if holes.cut(toChunks: newSize / cs) { try? saveHoles() } }
+        // Only once the cut is made: a truncate that failed keeps its holes.
+        var cut = false
+        defer { if cut, holes.cut(toChunks: newSize / cs) { try? saveHoles() } }
         if rem == 0 {
             guard ftruncate(fd, Int(layout.ciphertextSize(plaintextSize: newSize))) == 0 else { throw StoreError.posix("ftruncate") }
+            cut = true
             return
         }
         // Reseal the chunk that becomes the last one shorter in place, then cut to the final
@@ -367,6 +370,7 @@ public final class ContentFile: @unchecked Sendable {
                          keepOld: true) {
             guard ftruncate(fd, Int(layout.ciphertextSize(plaintextSize: newSize))) == 0 else { throw StoreError.posix("ftruncate") }
         }
+        cut = true
     }
 
     /// Writes sealed chunks from `firstChunk` on. The part over bytes the file holds (below
