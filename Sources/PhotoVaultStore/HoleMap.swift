@@ -85,9 +85,6 @@ public struct HoleMap: Sendable, Equatable {
     public mutating func cut(toChunks chunks: UInt64) -> Bool {
         remove(chunks..<UInt64.max)
     }
-
-    /// Number of chunks in holes.
-    public var chunkCount: UInt64 { ranges.reduce(0) { $0 + UInt64($1.count) } }
 }
 
 /// The sealed companion that holds a file's `HoleMap`: `~<32 hex file ID>.holes` in the
